@@ -1,0 +1,196 @@
+// CPU implementations of the fused_hmc operators, built from the same math headers as the kernels.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <tuple>
+
+#include "../math/gaussian_hmc.h"
+#include "../math/noise_streams.h"
+#include "../math/philox.h"
+#include "../transition_request.h"
+
+namespace fused_hmc {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kChainsPerTask = 16;
+
+// q_new's row holds the proposal; a rejected chain gets q's row back.
+template <typename scalar_t, typename uniform_t>
+bool accept_or_revert(const scalar_t* q_row, scalar_t* out_row, int64_t dim, scalar_t change_sum,
+                      uniform_t uniform) {
+  const bool accepted = metropolis_accept(uniform, log_accept_ratio(change_sum));
+  if (!accepted) std::copy(q_row, q_row + dim, out_row);
+  return accepted;
+}
+
+// q, mu, momentum, uniform contiguous; uniform_t is float32 or scalar_t.
+template <typename scalar_t, typename uniform_t>
+void transition_with_noise(const Tensor& q, const Tensor& mu, const Tensor& momentum,
+                           const Tensor& uniform, double step_size, int num_steps, Tensor& q_new,
+                           Tensor& accepted) {
+  const int64_t dim = q.size(1);
+  const auto steps = step_sizes<scalar_t>(step_size);
+  const scalar_t* q_ptr = q.data_ptr<scalar_t>();
+  const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
+  const scalar_t* p_ptr = momentum.data_ptr<scalar_t>();
+  const uniform_t* u_ptr = uniform.data_ptr<uniform_t>();
+  scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
+  bool* acc_ptr = accepted.data_ptr<bool>();
+  at::parallel_for(0, q.size(0), kChainsPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const scalar_t* q_row = q_ptr + b * dim;
+      const scalar_t* p_row = p_ptr + b * dim;
+      scalar_t* out_row = out_ptr + b * dim;
+      scalar_t change_sum = 0;
+      for (int64_t j = 0; j < dim; ++j) {
+        scalar_t qj = q_row[j], pj = p_row[j];
+        leapfrog_exact(qj, pj, mu_ptr[j], steps, num_steps);
+        change_sum += energy_change_twice(q_row[j] - mu_ptr[j], p_row[j], qj - mu_ptr[j], pj);
+        out_row[j] = qj;
+      }
+      acc_ptr[b] = accept_or_revert(q_row, out_row, dim, change_sum, u_ptr[b]);
+    }
+  });
+}
+
+// Native philox stream; optionally records the momentum and uniform it drew.
+template <typename scalar_t>
+void transition_philox(const Tensor& q, const Tensor& mu, const PhiloxStream& stream,
+                       uint64_t transition, double step_size, int num_steps, Tensor& q_new,
+                       Tensor& accepted, scalar_t* momentum_out, float* uniform_out) {
+  constexpr int kLanes = NormalsPerBlock<scalar_t>::value;
+  const int64_t dim = q.size(1);
+  const auto steps = step_sizes<scalar_t>(step_size);
+  const scalar_t* q_ptr = q.data_ptr<scalar_t>();
+  const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
+  scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
+  bool* acc_ptr = accepted.data_ptr<bool>();
+  const int64_t blocks = static_cast<int64_t>(momentum_blocks<scalar_t>(dim));
+  at::parallel_for(0, q.size(0), kChainsPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const scalar_t* q_row = q_ptr + b * dim;
+      scalar_t* out_row = out_ptr + b * dim;
+      scalar_t change_sum = 0;
+      for (int64_t k = 0; k < blocks; ++k) {
+        scalar_t normals[kLanes];
+        block_normals(stream_block(stream, b, transition, k), normals);
+        for (int lane = 0; lane < kLanes && k * kLanes + lane < dim; ++lane) {
+          const int64_t j = k * kLanes + lane;
+          const scalar_t x0 = q_row[j] - mu_ptr[j], p0 = normals[lane];
+          scalar_t x = x0, p = p0;
+          leapfrog_fused(x, p, steps, num_steps);
+          change_sum += energy_change_twice(x0, p0, x, p);
+          out_row[j] = x + mu_ptr[j];
+          if (momentum_out) momentum_out[b * dim + j] = p0;
+        }
+      }
+      const float u = stream_uniform(stream, b, transition);
+      if (uniform_out) uniform_out[b] = u;
+      acc_ptr[b] = accept_or_revert(q_row, out_row, dim, change_sum, u);
+    }
+  });
+}
+
+std::tuple<Tensor, Tensor> allocate_outputs(const Tensor& q) {
+  return {at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous)),
+          at::empty({q.size(0)}, q.options().dtype(at::kBool))};
+}
+
+std::tuple<Tensor, Tensor> hmc_step_noise_cpu(const Tensor& q, const Tensor& mu,
+                                              const Tensor& momentum, const Tensor& uniform,
+                                              double step_size, int64_t num_leapfrog_steps) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  check_noise_inputs(q, momentum, uniform);
+  auto [q_new, accepted] = allocate_outputs(q);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_noise_cpu", [&] {
+    const auto run = [&](auto uniform_tag) {
+      transition_with_noise<scalar_t, decltype(uniform_tag)>(
+          q.contiguous(), mu.contiguous(), momentum.contiguous(), uniform.contiguous(), step_size,
+          static_cast<int>(num_leapfrog_steps), q_new, accepted);
+    };
+    uniform.scalar_type() == at::kFloat ? run(float{}) : run(scalar_t{});
+  });
+  return {q_new, accepted};
+}
+
+// A fresh 64-bit key from the CPU generator: manual_seed controls it, each call draws a new one.
+uint64_t draw_cpu_key(const std::optional<at::Generator>& generator) {
+  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(
+      generator, at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  return gen->random64();
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
+    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
+    c10::string_view rng, const std::optional<at::Generator>& generator,
+    std::optional<int64_t> seed, int64_t transition) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  const NoiseMode mode = parse_noise_mode(rng);
+  check_stream_selection(mode, seed, transition);
+  if (mode == NoiseMode::kTorch) {
+    // The reference's draws, in its order, from the same generator; then the fused transition.
+    Tensor momentum = at::empty_like(q).normal_(0.0, 1.0, generator);
+    Tensor uniform = at::empty({q.size(0)}, q.options().dtype(c10::get_default_dtype()))
+                         .uniform_(0.0, 1.0, generator);
+    auto [q_new, accepted] = hmc_step_noise_cpu(q, mu, momentum, uniform, step_size,
+                                                num_leapfrog_steps);
+    return {q_new, accepted, momentum, uniform};
+  }
+  auto [q_new, accepted] = allocate_outputs(q);
+  Tensor momentum = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
+  Tensor uniform = at::empty({q.size(0)}, q.options().dtype(at::kFloat));
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_philox_cpu", [&] {
+    const PhiloxStream stream{seed ? static_cast<uint64_t>(*seed) : draw_cpu_key(generator), 0,
+                              momentum_blocks<scalar_t>(q.size(1)) + 1};
+    transition_philox<scalar_t>(q.contiguous(), mu.contiguous(), stream,
+                                static_cast<uint64_t>(transition), step_size,
+                                static_cast<int>(num_leapfrog_steps), q_new, accepted,
+                                momentum.data_ptr<scalar_t>(), uniform.data_ptr<float>());
+  });
+  return {q_new, accepted, momentum, uniform};
+}
+
+std::tuple<Tensor, Tensor> hmc_step_cpu(const Tensor& q, const Tensor& mu, double step_size,
+                                        int64_t num_leapfrog_steps, c10::string_view rng,
+                                        const std::optional<at::Generator>& generator,
+                                        std::optional<int64_t> seed, int64_t transition) {
+  auto [q_new, accepted, momentum, uniform] = hmc_step_traced_cpu(
+      q, mu, step_size, num_leapfrog_steps, rng, generator, seed, transition);
+  return {q_new, accepted};
+}
+
+Tensor philox4x32_cpu(const Tensor& counters, int64_t key) {
+  TORCH_CHECK_VALUE(counters.dim() == 2 && counters.size(1) == 4,
+                    "counters must have shape [N, 4], got ", counters.sizes());
+  TORCH_CHECK_TYPE(counters.scalar_type() == at::kInt, "counters must be int32, got ",
+                   counters.scalar_type());
+  const Tensor in = counters.contiguous();
+  Tensor out = at::empty_like(in);
+  const auto* c = reinterpret_cast<const uint32_t*>(in.data_ptr<int32_t>());
+  auto* o = reinterpret_cast<uint32_t*>(out.data_ptr<int32_t>());
+  const auto k = static_cast<uint64_t>(key);
+  for (int64_t i = 0; i < in.size(0); ++i) {
+    const PhiloxBlock r = philox4x32_10({c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]},
+                                        static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32));
+    o[4 * i] = r.x, o[4 * i + 1] = r.y, o[4 * i + 2] = r.z, o[4 * i + 3] = r.w;
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) {
+  m.impl("hmc_step_noise", &hmc_step_noise_cpu);
+  m.impl("hmc_step", &hmc_step_cpu);
+  m.impl("hmc_step_traced", &hmc_step_traced_cpu);
+  m.impl("philox4x32", &philox4x32_cpu);
+}
+
+}  // namespace fused_hmc

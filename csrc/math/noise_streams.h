@@ -1,0 +1,94 @@
+// Where each momentum and uniform of a transition comes from, for the two in-kernel noise modes.
+#pragma once
+
+#include <cstdint>
+
+#include "host_device.h"
+#include "philox.h"
+#include "transforms.h"
+
+namespace fused_hmc {
+
+FHMC_HD uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// ---- Native stream: keyed by (seed, global chain id, transition index, draw index). -------------
+// Chain c is Philox subsequence c. Transition t of a chain owns blocks
+// base_block + t * blocks_per_transition + [0, blocks_per_transition): the momentum fills the first
+// ceil(d / normals-per-block) blocks in element order, and word 0 of the last block is the uniform.
+// Nothing depends on how many chains run, how they are batched or how transitions are chunked.
+struct PhiloxStream {
+  uint64_t seed;
+  uint64_t base_block;             // generator offset / 4, or 0 for an explicit seed
+  uint64_t blocks_per_transition;  // momentum_blocks<scalar_t>(d) + 1
+};
+
+template <typename scalar_t>
+FHMC_HD uint64_t momentum_blocks(int64_t dim) {
+  return ceil_div_u64(static_cast<uint64_t>(dim), NormalsPerBlock<scalar_t>::value);
+}
+
+FHMC_HD PhiloxBlock stream_block(const PhiloxStream& s, uint64_t chain, uint64_t transition,
+                                 uint64_t block) {
+  return philox_block(s.seed, chain, s.base_block + transition * s.blocks_per_transition + block);
+}
+
+FHMC_HD float stream_uniform(const PhiloxStream& s, uint64_t chain, uint64_t transition) {
+  return torch_uniform_from_word(stream_block(s, chain, transition, s.blocks_per_transition - 1).x);
+}
+
+// ---- torch stream: the numbers torch.randn / torch.rand draw on CUDA. ---------------------------
+// torch's distribution kernels (ATen/native/cuda/DistributionTemplates.h) run T = 256 * G threads,
+// G = min(ceil(n / 256), SMs * maxThreadsPerSM / 256); thread `idx` is subsequence idx and each of
+// its curand calls yields `unroll` values (4 for float32, 2 for float64). Value i comes from call
+// it = i / (unroll T), lane (i % (unroll T)) / T of thread i % T.
+struct TorchDrawLayout {
+  uint64_t seed;
+  uint64_t offset;   // the generator offset this draw starts at (a multiple of 4)
+  uint64_t threads;  // T
+  uint32_t unroll;
+};
+
+FHMC_HD PhiloxBlock torch_draw_block(const TorchDrawLayout& l, uint64_t i, int& lane) {
+  if (i < l.threads) {  // always the case when n <= T: one call per thread, lane 0
+    lane = 0;
+    return philox_block(l.seed, i, l.offset / 4);
+  }
+  const uint64_t per_call = l.unroll * l.threads;
+  const uint64_t call = i / per_call;
+  const uint64_t rest = i - call * per_call;
+  lane = static_cast<int>(rest / l.threads);
+  return philox_block(l.seed, rest - lane * l.threads, l.offset / 4 + call);
+}
+
+// Element i of torch.randn(..) in q's dtype.
+template <typename scalar_t>
+FHMC_HD scalar_t torch_randn_element(const TorchDrawLayout& l, uint64_t i) {
+  int lane;
+  const PhiloxBlock blk = torch_draw_block(l, i, lane);
+  return normal_lane(blk, lane, scalar_t(0));
+}
+
+// Element i of torch.rand(..) in float32.
+FHMC_HD float torch_rand_element(const TorchDrawLayout& l, uint64_t i) {
+  int lane;
+  const PhiloxBlock blk = torch_draw_block(l, i, lane);
+  return torch_uniform_from_word(block_word(blk, lane));
+}
+
+// Host side: the launch geometry torch's calc_execution_policy picks, and the generator increment.
+struct TorchDrawGeometry {
+  uint64_t threads;
+  uint64_t increment;
+};
+
+inline TorchDrawGeometry torch_draw_geometry(uint64_t n, uint32_t unroll, uint64_t sm_count,
+                                             uint64_t max_threads_per_sm) {
+  constexpr uint64_t kBlock = 256;
+  const uint64_t grid_cap = sm_count * (max_threads_per_sm / kBlock);
+  uint64_t grid = ceil_div_u64(n, kBlock);
+  if (grid > grid_cap) grid = grid_cap;
+  const uint64_t threads = kBlock * grid;
+  return {threads, 4 * ((n - 1) / (threads * unroll) + 1)};
+}
+
+}  // namespace fused_hmc

@@ -1,0 +1,25 @@
+// The operator schemas, declared once; each backend file registers only its implementations.
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+TORCH_LIBRARY(fused_hmc, m) {
+  // One transition with caller-supplied noise: momentum [B, d], uniform [B].
+  m.def(
+      "hmc_step_noise(Tensor q, Tensor mu, Tensor momentum, Tensor uniform, float step_size, "
+      "int num_leapfrog_steps) -> (Tensor q_new, Tensor accepted)");
+  // One transition drawing its own noise: rng = "philox" (native stream) or "torch" (the numbers
+  // torch.randn_like(q) then torch.rand(B) would draw). `seed` keys the philox stream explicitly
+  // instead of the generator; `transition` then selects the transition index within it.
+  m.def(
+      "hmc_step(Tensor q, Tensor mu, float step_size, int num_leapfrog_steps, str rng, "
+      "Generator? generator=None, int? seed=None, int transition=0) -> (Tensor q_new, Tensor accepted)",
+      {at::Tag::nondeterministic_seeded});
+  // hmc_step that also returns the momentum [B, d] and uniform [B] it drew, from the same kernel.
+  m.def(
+      "hmc_step_traced(Tensor q, Tensor mu, float step_size, int num_leapfrog_steps, str rng, "
+      "Generator? generator=None, int? seed=None, int transition=0) -> "
+      "(Tensor q_new, Tensor accepted, Tensor momentum, Tensor uniform)",
+      {at::Tag::nondeterministic_seeded});
+  // Raw Philox4x32-10 blocks: counters [N, 4] int32 (read as uint32) under a 64-bit key.
+  m.def("philox4x32(Tensor counters, int key) -> Tensor");
+}

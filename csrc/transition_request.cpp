@@ -1,0 +1,65 @@
+#include "transition_request.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <limits>
+
+namespace fused_hmc {
+
+NoiseMode parse_noise_mode(c10::string_view rng) {
+  if (rng == "philox") return NoiseMode::kPhilox;
+  if (rng == "torch") return NoiseMode::kTorch;
+  TORCH_CHECK_VALUE(false, "rng must be \"philox\" or \"torch\", got \"", std::string(rng), "\"");
+}
+
+void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
+                             int64_t num_leapfrog_steps) {
+  TORCH_CHECK_VALUE(q.dim() == 2, "q must be a 2-D tensor [batch, dim], got shape ", q.sizes());
+  TORCH_CHECK_TYPE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
+                   "q must be float32 or float64, got ", q.scalar_type());
+  TORCH_CHECK_VALUE(q.size(1) >= 1, "q must have dim >= 1, got shape ", q.sizes());
+  TORCH_CHECK_VALUE(mu.dim() == 1 && mu.size(0) == q.size(1), "mu must have shape [", q.size(1),
+                    "] to match q's dim, got ", mu.sizes());
+  TORCH_CHECK_TYPE(mu.scalar_type() == q.scalar_type(), "mu must have q's dtype ",
+                   q.scalar_type(), ", got ", mu.scalar_type());
+  TORCH_CHECK_VALUE(mu.device() == q.device(), "mu must be on q's device ", q.device(), ", got ",
+                    mu.device());
+  TORCH_CHECK_VALUE(std::isfinite(step_size) && step_size > 0,
+                    "step_size must be finite and > 0, got ", step_size);
+  TORCH_CHECK_VALUE(num_leapfrog_steps >= 1 &&
+                        num_leapfrog_steps <= std::numeric_limits<int32_t>::max(),
+                    "num_leapfrog_steps must be in [1, 2^31 - 1], got ", num_leapfrog_steps);
+}
+
+void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const at::Tensor& uniform) {
+  TORCH_CHECK_VALUE(momentum.sizes() == q.sizes(), "momentum must have q's shape ", q.sizes(),
+                    ", got ", momentum.sizes());
+  TORCH_CHECK_TYPE(momentum.scalar_type() == q.scalar_type(), "momentum must have q's dtype ",
+                   q.scalar_type(), ", got ", momentum.scalar_type());
+  TORCH_CHECK_VALUE(momentum.device() == q.device(), "momentum must be on q's device ",
+                    q.device(), ", got ", momentum.device());
+  TORCH_CHECK_VALUE(uniform.dim() == 1 && uniform.size(0) == q.size(0),
+                    "uniform must have shape [", q.size(0), "] (one per chain), got ",
+                    uniform.sizes());
+  TORCH_CHECK_TYPE(uniform.scalar_type() == at::kFloat || uniform.scalar_type() == q.scalar_type(),
+                   "uniform must be float32 or q's dtype ", q.scalar_type(), ", got ",
+                   uniform.scalar_type());
+  TORCH_CHECK_VALUE(uniform.device() == q.device(), "uniform must be on q's device ", q.device(),
+                    ", got ", uniform.device());
+}
+
+void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition) {
+  TORCH_CHECK_VALUE(!seed.has_value() || mode == NoiseMode::kPhilox,
+                    "seed= keys the native stream and needs rng=\"philox\"");
+  TORCH_CHECK_VALUE(transition >= 0, "transition must be >= 0, got ", transition);
+  TORCH_CHECK_VALUE(transition == 0 || seed.has_value(),
+                    "transition= selects a transition of an explicitly seeded stream; pass seed= too");
+}
+
+NoiseLayout randn_like_layout(const at::Tensor& q) {
+  if (q.is_non_overlapping_and_dense()) return {q.stride(0), q.stride(1)};
+  return {q.size(1), 1};
+}
+
+}  // namespace fused_hmc

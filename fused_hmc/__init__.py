@@ -1,0 +1,11 @@
+"""fused_hmc: Hamiltonian Monte Carlo for many parallel chains, one fused kernel per transition.
+
+Importing never compiles; the C++/CUDA extension is built on first use.
+"""
+from ._build import CudaUnavailableError, ExtensionBuildError, load_extension
+from .module import HMC, ModelNew
+from .transition import hmc_step
+
+__all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError",
+           "CudaUnavailableError"]
+__version__ = "0.1.0"

@@ -1,0 +1,118 @@
+"""Builds the C++/CUDA extension on first use and loads its operators into ``torch.ops.fused_hmc``.
+
+``import fused_hmc`` never compiles. The first operator call runs ``torch.utils.cpp_extension.load``
+(ninja; cached on disk by torch, so later processes only re-link when sources change). CUDA sources
+are compiled only where torch sees a GPU and a CUDA toolkit; elsewhere the ``.cpp`` files build
+alone. A failed build is remembered, and every later call fails fast with the same message.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+
+class ExtensionBuildError(RuntimeError):
+    """The fused_hmc extension could not be built or loaded; the message says what to install."""
+
+
+class CudaUnavailableError(RuntimeError):
+    """A CUDA tensor reached fused_hmc, but the extension was built without its CUDA kernels."""
+
+
+_lock = threading.Lock()
+_state = {"loaded": False, "failure": None, "cuda": False, "cuda_missing_reason": None}
+
+
+def csrc_dir() -> Path:
+    """The C++/CUDA sources: beside the package when installed, at the repository root in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_csrc", here.parent / "csrc"):
+        if (candidate / "ops_schema.cpp").is_file():
+            return candidate
+    raise ExtensionBuildError(f"fused_hmc's C++ sources are missing (looked in {here / '_csrc'} "
+                              f"and {here.parent / 'csrc'}); reinstall the package")
+
+
+def _cuda_missing_reason() -> str | None:
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if os.environ.get("FUSED_HMC_NO_CUDA") == "1":
+        return "FUSED_HMC_NO_CUDA=1 is set"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    if torch.version.cuda is None:
+        return "this torch build has no CUDA support"
+    if CUDA_HOME is None:
+        return "no nvcc found: install the CUDA toolkit (or set CUDA_HOME)"
+    return None
+
+
+def _compile_and_load() -> None:
+    from torch.utils import cpp_extension
+
+    src = csrc_dir()
+    missing = _cuda_missing_reason()
+    sources = sorted(str(p) for p in src.rglob("*.cpp"))
+    if missing is None:
+        sources += sorted(str(p) for p in src.rglob("*.cu"))
+    # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
+    host_flags = ["-O3", "-std=c++17", "-ffp-contract=off"]
+    cpp_extension.load(
+        name="fused_hmc_cuda" if missing is None else "fused_hmc_cpu",
+        sources=sources,
+        extra_cflags=host_flags,
+        extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", "-Xcompiler=-ffp-contract=off"],
+        extra_include_paths=[str(src)],
+        with_cuda=missing is None,
+        is_python_module=False,
+        verbose=os.environ.get("FUSED_HMC_VERBOSE_BUILD") == "1",
+    )
+    _state["cuda"] = missing is None
+    _state["cuda_missing_reason"] = missing
+
+
+def _explain(exc: BaseException) -> str:
+    import shutil
+
+    hints = []
+    if shutil.which("ninja") is None:
+        hints.append("ninja is not installed: pip install ninja")
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        hints.append("no C++ compiler found: install g++ (e.g. apt-get install g++) or set CXX")
+    hint = "; ".join(hints) or "see the compiler output above (FUSED_HMC_VERBOSE_BUILD=1 shows it all)"
+    return f"building the fused_hmc extension failed: {hint}. Cause: {exc}"
+
+
+def load_extension() -> None:
+    """Builds (first time) and loads the extension; idempotent and thread-safe."""
+    if _state["loaded"]:
+        return
+    with _lock:
+        if _state["loaded"]:
+            return
+        if _state["failure"] is not None:
+            raise ExtensionBuildError(_state["failure"])
+        try:
+            _compile_and_load()
+        except Exception as exc:  # noqa: BLE001 - any build error becomes one cached, explained error
+            _state["failure"] = _explain(exc)
+            raise ExtensionBuildError(_state["failure"]) from exc
+        from . import _fake_impls  # registers fake (meta) kernels now that the schemas exist
+
+        _fake_impls.register()
+        _state["loaded"] = True
+
+
+def has_cuda_kernels() -> bool:
+    load_extension()
+    return _state["cuda"]
+
+
+def require_cuda_kernels() -> None:
+    if not has_cuda_kernels():
+        raise CudaUnavailableError(
+            f"fused_hmc was built without CUDA kernels ({_state['cuda_missing_reason']}); "
+            "install the CUDA toolkit and restart, or pass CPU tensors")

@@ -1,0 +1,34 @@
+"""Fake (meta) implementations, so torch.compile and CUDA graphs can trace through the ops."""
+from __future__ import annotations
+
+import torch
+
+_registered = False
+
+
+def _outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return q.new_empty(q.shape), q.new_empty((q.shape[0],), dtype=torch.bool)
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    _registered = True
+
+    @torch.library.register_fake("fused_hmc::hmc_step_noise")
+    def _(q, mu, momentum, uniform, step_size, num_leapfrog_steps):
+        return _outputs(q)
+
+    @torch.library.register_fake("fused_hmc::hmc_step")
+    def _(q, mu, step_size, num_leapfrog_steps, rng, generator=None, seed=None, transition=0):
+        return _outputs(q)
+
+    @torch.library.register_fake("fused_hmc::hmc_step_traced")
+    def _(q, mu, step_size, num_leapfrog_steps, rng, generator=None, seed=None, transition=0):
+        uniform_dtype = torch.float32 if rng == "philox" else torch.get_default_dtype()
+        return (*_outputs(q), q.new_empty(q.shape), q.new_empty((q.shape[0],), dtype=uniform_dtype))
+
+    @torch.library.register_fake("fused_hmc::philox4x32")
+    def _(counters, key):
+        return torch.empty_like(counters)

@@ -1,0 +1,41 @@
+"""Typed one-line wrappers of the registered operators (``torch.ops.fused_hmc.*``).
+
+Each call makes sure the extension is loaded; the op layer knows nothing of the driver or CLI.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._build import load_extension
+
+
+def _ops():
+    load_extension()
+    return torch.ops.fused_hmc
+
+
+def hmc_step_noise(q: torch.Tensor, mu: torch.Tensor, momentum: torch.Tensor, uniform: torch.Tensor,
+                   step_size: float, num_leapfrog_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """q, momentum [B, d]; mu [d]; uniform [B] -> (q_new [B, d], accepted [B] bool)."""
+    return _ops().hmc_step_noise.default(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+
+
+def hmc_step(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int, rng: str,
+             generator: torch.Generator | None = None, seed: int | None = None,
+             transition: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [B, d]; mu [d] -> (q_new [B, d], accepted [B] bool), noise drawn in the kernel."""
+    return _ops().hmc_step.default(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
+                                   transition)
+
+
+def hmc_step_traced(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int,
+                    rng: str, generator: torch.Generator | None = None, seed: int | None = None,
+                    transition: int = 0):
+    """As hmc_step, plus the momentum [B, d] and uniform [B] the kernel drew."""
+    return _ops().hmc_step_traced.default(q, mu, step_size, num_leapfrog_steps, rng, generator,
+                                          seed, transition)
+
+
+def philox4x32(counters: torch.Tensor, key: int) -> torch.Tensor:
+    """counters [N, 4] int32 (as uint32), 64-bit key -> Philox4x32-10 blocks [N, 4] int32."""
+    return _ops().philox4x32.default(counters, key)

@@ -1,0 +1,73 @@
+"""Pure-torch oracle: the spec's reference transition, independent of the extension.
+
+``ReferenceModel`` is the grader's ``Model`` verbatim in behaviour. ``reference_hmc_step`` is the same
+transition as a function that also accepts external noise and a generator.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+def reference_hmc_step(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int,
+                       momentum: torch.Tensor | None = None, uniform: torch.Tensor | None = None,
+                       generator: torch.Generator | None = None):
+    """One transition on N(mu, I), operation for operation as the reference.
+
+    q [B, d]; mu [d]; momentum [B, d] (default: ``torch.randn_like(q)``); uniform [B] (default:
+    ``torch.rand(B)``, drawn after the momentum). Returns (q_new [B, d], accepted [B] bool).
+    """
+    def grad_log_prob(x):
+        return -(x - mu)
+
+    def neg_log_prob(x):
+        return -(-0.5 * ((x - mu) ** 2).sum(-1))
+
+    if momentum is None:
+        momentum = (torch.randn_like(q) if generator is None
+                    else torch.empty_like(q).normal_(generator=generator))
+    p = momentum
+    current_p, current_q = p.clone(), q.clone()
+    p = p + 0.5 * step_size * grad_log_prob(q)
+    for _ in range(num_leapfrog_steps - 1):
+        q = q + step_size * p
+        p = p + step_size * grad_log_prob(q)
+    q = q + step_size * p
+    p = p + 0.5 * step_size * grad_log_prob(q)
+    p = -p
+    current_h = neg_log_prob(current_q) + 0.5 * (current_p ** 2).sum(-1)
+    proposed_h = neg_log_prob(q) + 0.5 * (p ** 2).sum(-1)
+    log_alpha = current_h - proposed_h
+    if uniform is None:
+        uniform = torch.rand(q.shape[0], device=q.device, generator=generator)
+    accepted = torch.log(uniform.clamp(min=1e-10)) < log_alpha
+    return torch.where(accepted.unsqueeze(-1), q, current_q), accepted
+
+
+def reference_log_accept_ratio(q: torch.Tensor, mu: torch.Tensor, step_size: float,
+                               num_leapfrog_steps: int, momentum: torch.Tensor) -> torch.Tensor:
+    """The reference's own log_alpha [B] in float64, for counting near-tie accept decisions."""
+    q64, mu64, p64 = q.double(), mu.double(), momentum.double()
+    x, p = q64, p64 - 0.5 * step_size * (q64 - mu64)
+    for _ in range(num_leapfrog_steps - 1):
+        x = x + step_size * p
+        p = p - step_size * (x - mu64)
+    x = x + step_size * p
+    p = p - 0.5 * step_size * (x - mu64)
+    h0 = 0.5 * ((q64 - mu64) ** 2).sum(-1) + 0.5 * (p64 ** 2).sum(-1)
+    h1 = 0.5 * ((x - mu64) ** 2).sum(-1) + 0.5 * (p ** 2).sum(-1)
+    return h0 - h1
+
+
+class ReferenceModel(nn.Module):
+    """The grader's Model: one HMC transition on N(0, I) for a batch of chains."""
+
+    def __init__(self, dim, num_leapfrog_steps=10, step_size=0.1):
+        super().__init__()
+        self.dim = dim
+        self.num_leapfrog_steps = num_leapfrog_steps
+        self.step_size = step_size
+        self.register_buffer("mu", torch.zeros(dim))
+
+    def forward(self, q):
+        return reference_hmc_step(q, self.mu, self.step_size, self.num_leapfrog_steps)

@@ -1,0 +1,57 @@
+"""The functional form of one fused HMC transition, for every noise mode."""
+from __future__ import annotations
+
+import torch
+
+from . import ops
+from ._build import require_cuda_kernels
+from .torch_stream_guard import _verdicts, torch_stream_is_exact
+
+RNG_MODES = ("philox", "torch")
+
+
+def _zeros_like_dim(q: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(q.shape[-1], dtype=q.dtype, device=q.device)
+
+
+def _torch_stream_in_kernel(q: torch.Tensor) -> bool:
+    if torch.compiler.is_compiling():  # no probing while tracing; use what earlier calls verified
+        return _verdicts.get((q.device.index, q.dtype), False)
+    return torch_stream_is_exact(q.device, q.dtype)
+
+
+def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: float = 0.1,
+             num_leapfrog_steps: int = 10, rng: str = "philox",
+             generator: torch.Generator | None = None, momentum: torch.Tensor | None = None,
+             uniform: torch.Tensor | None = None, seed: int | None = None,
+             transition: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One HMC transition of N(mu, I) for every chain, in one fused launch.
+
+    Args:
+        q: [B, d] float32/float64 positions, any layout, CPU or CUDA.
+        mu: [d] target mean, q's dtype and device (default zeros).
+        step_size: leapfrog step eps > 0. num_leapfrog_steps: L >= 1.
+        rng: ``"philox"``: the native stream keyed by (seed, chain, transition, draw), seeded from
+            ``generator`` (default: the device's default generator) or from ``seed``.
+            ``"torch"``: the exact numbers ``torch.randn_like(q)`` then ``torch.rand(B)`` would draw.
+        momentum, uniform: external noise, [B, d] and [B]; used exactly as given (rng is ignored).
+        seed, transition: key the philox stream explicitly (transition t of the stream ``seed``).
+
+    Returns:
+        (q_new [B, d] contiguous in q's dtype, accepted [B] bool).
+    """
+    if mu is None:
+        mu = _zeros_like_dim(q)
+    if q.is_cuda:
+        require_cuda_kernels()
+    if (momentum is None) != (uniform is None):
+        raise ValueError("pass both momentum and uniform for external noise, or neither")
+    if momentum is not None:
+        return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+    if rng not in RNG_MODES:
+        raise ValueError(f'rng must be "philox" or "torch", got {rng!r}')
+    if rng == "torch" and q.is_cuda and not _torch_stream_in_kernel(q):
+        momentum = torch.empty_like(q).normal_(generator=generator)
+        uniform = torch.rand(q.shape[0], device=q.device, generator=generator)
+        return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+    return ops.hmc_step(q, mu, step_size, num_leapfrog_steps, rng, generator, seed, transition)
