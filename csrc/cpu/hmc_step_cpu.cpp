@@ -11,6 +11,7 @@
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
 #include "../math/philox.h"
+#include "../math/philox_transition.h"
 #include "../transition_request.h"
 
 namespace fused_hmc {
@@ -64,32 +65,19 @@ template <typename scalar_t>
 void transition_philox(const Tensor& q, const Tensor& mu, const PhiloxStream& stream,
                        uint64_t transition, double step_size, int num_steps, Tensor& q_new,
                        Tensor& accepted, scalar_t* momentum_out, float* uniform_out) {
-  constexpr int kLanes = NormalsPerBlock<scalar_t>::value;
   const int64_t dim = q.size(1);
   const auto steps = step_sizes<scalar_t>(step_size);
   const scalar_t* q_ptr = q.data_ptr<scalar_t>();
   const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
   scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
   bool* acc_ptr = accepted.data_ptr<bool>();
-  const int64_t blocks = static_cast<int64_t>(momentum_blocks<scalar_t>(dim));
   at::parallel_for(0, q.size(0), kChainsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const scalar_t* q_row = q_ptr + b * dim;
       scalar_t* out_row = out_ptr + b * dim;
-      scalar_t change_sum = 0;
-      for (int64_t k = 0; k < blocks; ++k) {
-        scalar_t normals[kLanes];
-        block_normals(stream_block(stream, b, transition, k), normals);
-        for (int lane = 0; lane < kLanes && k * kLanes + lane < dim; ++lane) {
-          const int64_t j = k * kLanes + lane;
-          const scalar_t x0 = q_row[j] - mu_ptr[j], p0 = normals[lane];
-          scalar_t x = x0, p = p0;
-          leapfrog_fused(x, p, steps, num_steps);
-          change_sum += energy_change_twice(x0, p0, x, p);
-          out_row[j] = x + mu_ptr[j];
-          if (momentum_out) momentum_out[b * dim + j] = p0;
-        }
-      }
+      const scalar_t change_sum =
+          philox_proposal(stream, b, transition, dim, q_row, mu_ptr, steps, num_steps, out_row,
+                          momentum_out ? momentum_out + b * dim : nullptr);
       const float u = stream_uniform(stream, b, transition);
       if (uniform_out) uniform_out[b] = u;
       acc_ptr[b] = accept_or_revert(q_row, out_row, dim, change_sum, u);
