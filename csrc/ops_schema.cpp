@@ -22,4 +22,16 @@ TORCH_LIBRARY(fused_hmc, m) {
       {at::Tag::nondeterministic_seeded});
   // Raw Philox4x32-10 blocks: counters [N, 4] int32 (read as uint32) under a 64-bit key.
   m.def("philox4x32(Tensor counters, int key) -> Tensor");
+  // Many transitions of every chain, in place, under the native philox stream keyed by `seed`:
+  // chain b is global chain chain_offset + b, and transitions first_transition ..
+  // first_transition + num_transitions - 1 each equal hmc_step(..., "philox", seed=seed,
+  // transition=t). Transition t is kept when (t + 1) % thin == 0: written to samples[b, k, :]
+  // (k counts this call's kept draws; samples may be empty to keep none) and folded into the
+  // float64 Welford mean / m2 [B, d] with count kept_before + k + 1. accept_count [B] int64 and
+  // accept_prob_sum [B] float64 (sum of min(1, exp(log_alpha))) accumulate every transition.
+  m.def(
+      "run_chains(Tensor(a!) q, Tensor mu, float step_size, int num_leapfrog_steps, int seed, "
+      "int chain_offset, int first_transition, int num_transitions, int thin, Tensor(b!) samples, "
+      "Tensor(c!) mean, Tensor(d!) m2, Tensor(e!) accept_count, Tensor(f!) accept_prob_sum, "
+      "int kept_before) -> ()");
 }

@@ -62,4 +62,51 @@ NoiseLayout randn_like_layout(const at::Tensor& q) {
   return {q.size(1), 1};
 }
 
+namespace {
+
+void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
+                        at::IntArrayRef shape, at::ScalarType dtype) {
+  TORCH_CHECK_VALUE(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
+  TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.device() == q.device(), name, " must be on q's device ", q.device(),
+                    ", got ", t.device());
+  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
+}
+
+}  // namespace
+
+void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
+                             int64_t num_leapfrog_steps, int64_t chain_offset,
+                             int64_t first_transition, int64_t num_transitions, int64_t thin,
+                             const at::Tensor& samples, const at::Tensor& mean,
+                             const at::Tensor& m2, const at::Tensor& accept_count,
+                             const at::Tensor& accept_prob_sum, int64_t kept_before) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  TORCH_CHECK_VALUE(q.is_contiguous(), "q (the chain state, updated in place) must be contiguous");
+  TORCH_CHECK_VALUE(chain_offset >= 0, "chain_offset must be >= 0, got ", chain_offset);
+  TORCH_CHECK_VALUE(first_transition >= 0, "first_transition must be >= 0, got ",
+                    first_transition);
+  TORCH_CHECK_VALUE(num_transitions >= 0, "num_transitions must be >= 0, got ", num_transitions);
+  TORCH_CHECK_VALUE(num_transitions <= std::numeric_limits<int64_t>::max() - first_transition,
+                    "first_transition + num_transitions overflows int64");
+  TORCH_CHECK_VALUE(thin >= 1, "thin must be >= 1, got ", thin);
+  TORCH_CHECK_VALUE(kept_before >= 0, "kept_before must be >= 0, got ", kept_before);
+  const int64_t batch = q.size(0), dim = q.size(1);
+  const int64_t kept = (first_transition + num_transitions) / thin - first_transition / thin;
+  if (samples.numel() > 0) {
+    TORCH_CHECK_VALUE(samples.dim() == 3 && samples.size(0) == batch && samples.size(1) == kept &&
+                          samples.size(2) == dim,
+                      "samples must be empty or have shape [", batch, ", ", kept, ", ", dim,
+                      "] (chains, draws kept by this call, dim), got ", samples.sizes());
+    TORCH_CHECK_TYPE(samples.scalar_type() == q.scalar_type(), "samples must have q's dtype ",
+                     q.scalar_type(), ", got ", samples.scalar_type());
+    TORCH_CHECK_VALUE(samples.device() == q.device(), "samples must be on q's device ",
+                      q.device(), ", got ", samples.device());
+  }
+  check_chain_buffer(q, mean, "mean", {batch, dim}, at::kDouble);
+  check_chain_buffer(q, m2, "m2", {batch, dim}, at::kDouble);
+  check_chain_buffer(q, accept_count, "accept_count", {batch}, at::kLong);
+  check_chain_buffer(q, accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
+}
+
 }  // namespace fused_hmc

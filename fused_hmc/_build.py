@@ -60,11 +60,14 @@ def _compile_and_load() -> None:
         sources += sorted(str(p) for p in src.rglob("*.cu"))
     # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
     host_flags = ["-O3", "-ffp-contract=off"]
+    cuda_flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"]
+    if os.environ.get("FUSED_HMC_PTXAS_VERBOSE") == "1":
+        cuda_flags.append("-Xptxas=-v")  # registers, stack frame and spills per kernel
     cpp_extension.load(
         name="fused_hmc_cuda" if missing is None else "fused_hmc_cpu",
         sources=sources,
         extra_cflags=host_flags,
-        extra_cuda_cflags=["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"],
+        extra_cuda_cflags=cuda_flags,
         extra_include_paths=[str(src)],
         with_cuda=missing is None,
         is_python_module=False,

@@ -32,3 +32,8 @@ def register() -> None:
     @torch.library.register_fake("fused_hmc::philox4x32")
     def _(counters, key):
         return torch.empty_like(counters)
+
+    @torch.library.register_fake("fused_hmc::run_chains")
+    def _(q, mu, step_size, num_leapfrog_steps, seed, chain_offset, first_transition,
+          num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum, kept_before):
+        return None  # mutates its (a!)..(f!) arguments in place, returns nothing

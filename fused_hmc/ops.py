@@ -39,3 +39,21 @@ def hmc_step_traced(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_lea
 def philox4x32(counters: torch.Tensor, key: int) -> torch.Tensor:
     """counters [N, 4] int32 (as uint32), 64-bit key -> Philox4x32-10 blocks [N, 4] int32."""
     return _ops().philox4x32.default(counters, key)
+
+
+def run_chains(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int,
+               seed: int, chain_offset: int, first_transition: int, num_transitions: int,
+               thin: int, samples: torch.Tensor, mean: torch.Tensor, m2: torch.Tensor,
+               accept_count: torch.Tensor, accept_prob_sum: torch.Tensor,
+               kept_before: int) -> None:
+    """Transitions [first_transition, first_transition + num_transitions) of every chain, in place.
+
+    q [B, d] contiguous (the state); mu [d]; seed: int64 key of the philox stream (chain b is stream
+    chain chain_offset + b). Transition t is kept when (t + 1) % thin == 0: stored in samples
+    [B, K, d] (K = draws kept by this call; pass an empty tensor to store none) and folded into the
+    float64 Welford mean, m2 [B, d] with count kept_before + k + 1. accept_count [B] int64 and
+    accept_prob_sum [B] float64 accumulate over every transition.
+    """
+    _ops().run_chains.default(q, mu, step_size, num_leapfrog_steps, seed, chain_offset,
+                              first_transition, num_transitions, thin, samples, mean, m2,
+                              accept_count, accept_prob_sum, kept_before)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call: build, CUDA tests, sanitizers, benchmarks. Logs go to $OUT (or ./gpu_logs).
+# Usage: bash benchmarks/gpu_session.sh [pytest selection ...]
+set -uo pipefail
+OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0
+export FUSED_HMC_VERBOSE_BUILD=1 FUSED_HMC_PTXAS_VERBOSE=1
+status=()
+step() {  # name, command...
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  status+=("$(printf '%-12s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+  tail -n 15 "$OUT/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+step build python3 -c "import fused_hmc, fused_hmc._build as b; b.load_extension(); assert b.has_cuda_kernels(); print('cuda kernels loaded')"
+grep -E "spill|Used [0-9]+ registers" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5
+step tests python3 -m pytest -q -m cuda -p no:cacheprovider "${@:-tests}"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
+step bench python3 benchmarks/bench_transition.py ${BENCH_ARGS:-}
+printf '%s\n' "${status[@]}"

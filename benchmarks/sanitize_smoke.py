@@ -1,0 +1,17 @@
+"""Small launches of every kernel shape and noise source, for compute-sanitizer memcheck/racecheck."""
+from __future__ import annotations
+
+import torch
+
+from fused_hmc import ops
+
+for dtype in (torch.float32, torch.float64):
+    for batch, dim in ((1, 1), (3, 5), (33, 64), (7, 129), (5, 600), (2, 4099), (1, 8192)):
+        q = torch.randn(batch, dim, device="cuda", dtype=dtype)
+        mu = torch.randn(dim, device="cuda", dtype=dtype)
+        ops.hmc_step_noise(q, mu, torch.randn_like(q), torch.rand(batch, device="cuda"), 0.1, 3)
+        ops.hmc_step_traced(q, mu, 0.1, 3, "philox")
+        ops.hmc_step_traced(q, mu, 0.1, 3, "torch")
+        ops.hmc_step(q.t().contiguous().t(), mu, 0.1, 3, "torch")
+torch.cuda.synchronize()
+print("sanitize smoke: done")
