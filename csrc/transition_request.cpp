@@ -57,6 +57,16 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
                     "transition= selects a transition of an explicitly seeded stream; pass seed= too");
 }
 
+void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend) {
+  TORCH_CHECK_VALUE(q.size(1) <= max_dim, "dim ", q.size(1), " is above the largest supported on ",
+                    backend, " (", max_dim, ")");
+}
+
+void check_grid_size(int64_t blocks, int64_t batch) {
+  TORCH_CHECK_VALUE(blocks <= std::numeric_limits<int32_t>::max(), "batch ", batch,
+                    " is too large for one launch");
+}
+
 NoiseLayout randn_like_layout(const at::Tensor& q) {
   if (q.is_non_overlapping_and_dense()) return {q.stride(0), q.stride(1)};
   return {q.size(1), 1};

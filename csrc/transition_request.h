@@ -25,6 +25,11 @@ void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const a
 // An explicit seed keys the philox stream; a generator reservation only covers transition 0.
 void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition);
 
+// Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
+// error is raised from host code built like the rest of the extension.
+void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend);
+void check_grid_size(int64_t blocks, int64_t batch);
+
 // The stride, in elements, between consecutive chains and coordinates of torch.randn_like(q):
 // q's own layout when q is non-overlapping and dense, row-major otherwise.
 struct NoiseLayout {

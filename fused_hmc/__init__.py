@@ -9,3 +9,7 @@ from .transition import hmc_step
 __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError",
            "CudaUnavailableError"]
 __version__ = "0.1.0"
+
+from .sampling import SampleResult, Sampler, SamplesTooLargeError, sample  # noqa: E402
+
+__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError"]

@@ -23,7 +23,8 @@ class CudaUnavailableError(RuntimeError):
 
 
 _lock = threading.Lock()
-_state = {"loaded": False, "failure": None, "cuda": False, "cuda_missing_reason": None}
+_state = {"loaded": False, "failure": None, "cuda": False, "cuda_missing_reason": None,
+          "bindings": None}
 
 
 def csrc_dir() -> Path:
@@ -63,14 +64,14 @@ def _compile_and_load() -> None:
     cuda_flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"]
     if os.environ.get("FUSED_HMC_PTXAS_VERBOSE") == "1":
         cuda_flags.append("-Xptxas=-v")  # registers, stack frame and spills per kernel
-    cpp_extension.load(
+    _state["bindings"] = cpp_extension.load(
         name="fused_hmc_cuda" if missing is None else "fused_hmc_cpu",
         sources=sources,
         extra_cflags=host_flags,
         extra_cuda_cflags=cuda_flags,
         extra_include_paths=[str(src)],
         with_cuda=missing is None,
-        is_python_module=False,
+        is_python_module=True,
         verbose=os.environ.get("FUSED_HMC_VERBOSE_BUILD") == "1",
     )
     _state["cuda"] = missing is None
@@ -107,6 +108,12 @@ def load_extension() -> None:
 
         _fake_impls.register()
         _state["loaded"] = True
+
+
+def bindings():
+    """The extension's pybind11 module: direct, low-overhead entry points for the hot path."""
+    load_extension()
+    return _state["bindings"]
 
 
 def has_cuda_kernels() -> bool:

@@ -6,26 +6,36 @@ from __future__ import annotations
 
 import torch
 
-from ._build import load_extension
+from . import _build
 
 
 def _ops():
-    load_extension()
+    _build.load_extension()
     return torch.ops.fused_hmc
+
+
+def _bindings():
+    """Direct pybind11 entry points (no per-call schema parsing); torch.ops while tracing."""
+    return _build._state["bindings"] or _build.bindings()
 
 
 def hmc_step_noise(q: torch.Tensor, mu: torch.Tensor, momentum: torch.Tensor, uniform: torch.Tensor,
                    step_size: float, num_leapfrog_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     """q, momentum [B, d]; mu [d]; uniform [B] -> (q_new [B, d], accepted [B] bool)."""
-    return _ops().hmc_step_noise.default(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+    if torch.compiler.is_compiling():
+        return _ops().hmc_step_noise.default(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+    return _bindings().hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
 
 
 def hmc_step(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int, rng: str,
              generator: torch.Generator | None = None, seed: int | None = None,
              transition: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, d]; mu [d] -> (q_new [B, d], accepted [B] bool), noise drawn in the kernel."""
-    return _ops().hmc_step.default(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
-                                   transition)
+    if torch.compiler.is_compiling():
+        return _ops().hmc_step.default(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
+                                       transition)
+    return _bindings().hmc_step(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
+                                transition)
 
 
 def hmc_step_traced(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog_steps: int,

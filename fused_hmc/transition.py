@@ -1,17 +1,20 @@
 """The functional form of one fused HMC transition, for every noise mode."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from . import ops
-from ._build import require_cuda_kernels
+from . import _build, ops
 from .torch_stream_guard import _verdicts, torch_stream_is_exact
 
 RNG_MODES = ("philox", "torch")
 
 
-def _zeros_like_dim(q: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(q.shape[-1], dtype=q.dtype, device=q.device)
+@functools.lru_cache(maxsize=64)
+def _zero_mean(dim: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A cached, never-written zero mean, so mu=None costs no launch per call."""
+    return torch.zeros(dim, dtype=dtype, device=device)
 
 
 def _torch_stream_in_kernel(q: torch.Tensor) -> bool:
@@ -41,9 +44,9 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
         (q_new [B, d] contiguous in q's dtype, accepted [B] bool).
     """
     if mu is None:
-        mu = _zeros_like_dim(q)
-    if q.is_cuda:
-        require_cuda_kernels()
+        mu = _zero_mean(q.shape[-1], q.dtype, q.device) if q.dim() == 2 else q.new_zeros(1)
+    if q.is_cuda and not _build._state["cuda"]:
+        _build.require_cuda_kernels()
     if (momentum is None) != (uniform is None):
         raise ValueError("pass both momentum and uniform for external noise, or neither")
     if momentum is not None:

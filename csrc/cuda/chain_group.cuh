@@ -20,7 +20,9 @@ struct GroupGeometry {
   static constexpr int kChainsPerBlock = kThreads / GROUP;
 };
 
-// The group shape for a dimension: the fewest chunks per thread that keep groups small.
+// The group shape for a batch: one chunk per thread (most threads, least latency) while the batch
+// fits in a few waves of resident threads; four chunks per thread (more independent work per
+// thread, fewer reductions) once it does not, and always for dims above 32 chunks.
 struct GroupShape {
   int group;
   int chunks;
@@ -32,9 +34,13 @@ inline int next_pow2(int64_t v) {
   return p;
 }
 
-inline GroupShape choose_group_shape(int64_t dim) {
+inline GroupShape choose_group_shape(int64_t dim, int64_t batch, int64_t resident_threads) {
+  constexpr int64_t kWavesBeforeWideThreads = 4;
   const int64_t chunks = (dim + 3) / 4;
-  if (chunks <= kWarp) return {next_pow2(chunks), 1};
+  const int narrow = next_pow2(chunks);
+  if (chunks <= kWarp && batch * narrow <= kWavesBeforeWideThreads * resident_threads) {
+    return {narrow, 1};
+  }
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
 }
 

@@ -191,16 +191,17 @@ template <typename scalar_t, NoiseSource SOURCE, int GROUP, int CHUNKS>
 void launch_shape(const TransitionParams<scalar_t>& p, cudaStream_t stream) {
   using G = GroupGeometry<GROUP>;
   const int64_t blocks = (p.batch + G::kChainsPerBlock - 1) / G::kChainsPerBlock;
-  TORCH_CHECK_VALUE(blocks <= std::numeric_limits<int32_t>::max(), "batch ", p.batch,
-                    " is too large for one launch");
+  check_grid_size(blocks, p.batch);
   hmc_transition_kernel<scalar_t, SOURCE, GROUP, CHUNKS>
       <<<static_cast<unsigned>(blocks), G::kThreads, 0, stream>>>(p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 template <typename scalar_t, NoiseSource SOURCE>
-void launch_transition(const TransitionParams<scalar_t>& p, cudaStream_t stream) {
-  const GroupShape shape = choose_group_shape(p.dim);
+void launch_transition(const TransitionParams<scalar_t>& p, int device, cudaStream_t stream) {
+  const DeviceInfo& dev = device_info(device);
+  const GroupShape shape =
+      choose_group_shape(p.dim, p.batch, int64_t{dev.sm_count} * dev.max_threads_per_sm);
   if (shape.chunks == 1) {
     switch (shape.group) {
       case 1: return launch_shape<scalar_t, SOURCE, 1, 1>(p, stream);
@@ -210,17 +211,20 @@ void launch_transition(const TransitionParams<scalar_t>& p, cudaStream_t stream)
       case 16: return launch_shape<scalar_t, SOURCE, 16, 1>(p, stream);
       case 32: return launch_shape<scalar_t, SOURCE, 32, 1>(p, stream);
     }
-  } else {
-    switch (shape.group) {
-      case 16: return launch_shape<scalar_t, SOURCE, 16, kMaxChunksPerThread>(p, stream);
-      case 32: return launch_shape<scalar_t, SOURCE, 32, kMaxChunksPerThread>(p, stream);
-      case 64: return launch_shape<scalar_t, SOURCE, 64, kMaxChunksPerThread>(p, stream);
-      case 128: return launch_shape<scalar_t, SOURCE, 128, kMaxChunksPerThread>(p, stream);
-      case 256: return launch_shape<scalar_t, SOURCE, 256, kMaxChunksPerThread>(p, stream);
-      case 512: return launch_shape<scalar_t, SOURCE, 512, kMaxChunksPerThread>(p, stream);
-    }
   }
-  TORCH_CHECK(false, "fused_hmc: no kernel shape for dim ", p.dim);
+  constexpr int C = kMaxChunksPerThread;
+  switch (shape.group) {
+    case 1: return launch_shape<scalar_t, SOURCE, 1, C>(p, stream);
+    case 2: return launch_shape<scalar_t, SOURCE, 2, C>(p, stream);
+    case 4: return launch_shape<scalar_t, SOURCE, 4, C>(p, stream);
+    case 8: return launch_shape<scalar_t, SOURCE, 8, C>(p, stream);
+    case 16: return launch_shape<scalar_t, SOURCE, 16, C>(p, stream);
+    case 32: return launch_shape<scalar_t, SOURCE, 32, C>(p, stream);
+    case 64: return launch_shape<scalar_t, SOURCE, 64, C>(p, stream);
+    case 128: return launch_shape<scalar_t, SOURCE, 128, C>(p, stream);
+    case 256: return launch_shape<scalar_t, SOURCE, 256, C>(p, stream);
+    default: return launch_shape<scalar_t, SOURCE, 512, C>(p, stream);  // dim <= kMaxCudaDim
+  }
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -238,11 +242,6 @@ Outputs allocate_outputs(const Tensor& q, bool traced) {
     out.uniform = at::empty({q.size(0)}, q.options().dtype(at::kFloat));
   }
   return out;
-}
-
-void check_cuda_dim(const Tensor& q) {
-  TORCH_CHECK_VALUE(q.size(1) <= kMaxCudaDim, "dim ", q.size(1),
-                    " is above the largest supported on CUDA (", kMaxCudaDim, ")");
 }
 
 template <typename scalar_t>
@@ -272,7 +271,7 @@ std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor&
                                                double step_size, int64_t num_leapfrog_steps) {
   check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
   check_noise_inputs(q_in, momentum_in, uniform_in);
-  check_cuda_dim(q_in);
+  check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   const c10::cuda::CUDAGuard guard(q_in.device());
   Outputs out = allocate_outputs(q_in, false);
   if (q_in.size(0) == 0) return {out.q_new, out.accepted};
@@ -284,7 +283,8 @@ std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor&
     p.vectorized = p.vectorized && rows_vectorizable(p.momentum, p.dim, sizeof(scalar_t));
     p.uniform = uniform.data_ptr();
     p.uniform_is_float = uniform.scalar_type() == at::kFloat;
-    launch_transition<scalar_t, NoiseSource::kExternal>(p, c10::cuda::getCurrentCUDAStream());
+    launch_transition<scalar_t, NoiseSource::kExternal>(p, q.get_device(),
+                                                     c10::cuda::getCurrentCUDAStream());
   });
   return {out.q_new, out.accepted};
 }
@@ -304,7 +304,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
   check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
   const NoiseMode mode = parse_noise_mode(rng);
   check_stream_selection(mode, seed, transition);
-  check_cuda_dim(q_in);
+  check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   const c10::cuda::CUDAGuard guard(q_in.device());
   Outputs out = allocate_outputs(q_in, traced);
   if (q_in.size(0) == 0) return out;
@@ -319,7 +319,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
       p.seed = seed ? static_cast<uint64_t>(*seed) : 0;
       p.transition = static_cast<uint64_t>(transition);
       if (p.from_generator) p.rng_state = reserve(generator, 4 * p.blocks_per_transition);
-      launch_transition<scalar_t, NoiseSource::kPhilox>(p, stream);
+      launch_transition<scalar_t, NoiseSource::kPhilox>(p, q.get_device(), stream);
       return;
     }
     const DeviceInfo& dev = device_info(q.get_device());
@@ -335,7 +335,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
     p.chain_stride = layout.chain_stride;
     p.dim_stride = layout.dim_stride;
     p.rng_state = reserve(generator, randn.increment + rand.increment);
-    launch_transition<scalar_t, NoiseSource::kTorchStream>(p, stream);
+    launch_transition<scalar_t, NoiseSource::kTorchStream>(p, q.get_device(), stream);
   });
   return out;
 }

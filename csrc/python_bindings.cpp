@@ -1,0 +1,49 @@
+// Direct Python entry points into the dispatcher for the per-transition hot path.
+//
+// torch.ops.fused_hmc.* parses each call's arguments against the schema in Python and costs
+// ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
+// converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/extension.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace {
+
+using at::Tensor;
+using Pair = std::tuple<Tensor, Tensor>;
+
+const auto& step_noise_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("fused_hmc::hmc_step_noise", "")
+                             .typed<Pair(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                         double, int64_t)>();
+  return op;
+}
+
+const auto& step_op() {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("fused_hmc::hmc_step", "")
+          .typed<Pair(const Tensor&, const Tensor&, double, int64_t, c10::string_view,
+                      const std::optional<at::Generator>&, std::optional<int64_t>, int64_t)>();
+  return op;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("hmc_step_noise",
+        [](const Tensor& q, const Tensor& mu, const Tensor& momentum, const Tensor& uniform,
+           double step_size, int64_t num_steps) {
+          return step_noise_op().call(q, mu, momentum, uniform, step_size, num_steps);
+        });
+  m.def("hmc_step",
+        [](const Tensor& q, const Tensor& mu, double step_size, int64_t num_steps,
+           const std::string& rng, std::optional<at::Generator> generator,
+           std::optional<int64_t> seed, int64_t transition) {
+          return step_op().call(q, mu, step_size, num_steps, rng, generator, seed, transition);
+        });
+}

@@ -1,0 +1,112 @@
+"""``SampleResult``: everything a long run produced, with ArviZ export and a printed summary."""
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple, TextIO
+
+import torch
+
+
+class SampleResult(NamedTuple):
+    """The outcome of :func:`fused_hmc.sample` or :meth:`fused_hmc.Sampler.run`, since the sampler
+    was created (a resumed run reports all its transitions, as one long run would).
+
+    Thinning counts the global transition index t of the philox stream: the state after transition
+    t is kept when (t + 1) % thin == 0. Per-chain tensors live on the chains' device; every tensor
+    is the result's own copy (later runs of the sampler do not change it).
+
+    Attributes:
+        samples: [chains, num_kept, d] in q0's dtype, the kept states in order; ``None`` when the
+            sampler was made with ``keep_samples=False``.
+        mean: [chains, d] float64, per-chain mean of the kept draws (Welford, accumulated on the
+            device in float64 whatever q0's dtype). NaN before the first kept draw.
+        var: [chains, d] float64, per-chain unbiased variance m2 / (num_kept - 1) of the kept draws
+            (Welford). NaN while num_kept < 2.
+        accept_count: [chains] int64, accepted transitions per chain.
+        accept_rate: [chains] float64, accept_count / num_transitions.
+        mean_accept_prob: [chains] float64, mean over transitions of min(1, exp(log_alpha)), the
+            Metropolis acceptance probability (a lower-variance estimate of the acceptance rate).
+        num_transitions: transitions each chain ran (not counting interrupted, unrun chunks).
+        num_kept: draws kept per chain (= samples.shape[1] when samples are kept).
+        final_state: [chains, d] in q0's dtype, the state after the last transition.
+        seed: the philox key (0 <= seed < 2**64); with chain_offset and next_transition it
+            continues the exact same chains in a later call.
+        next_transition: the global transition index the next transition would have.
+        interrupted: True when Ctrl-C (KeyboardInterrupt) stopped the run early; every field then
+            describes the transitions that did complete, consistently.
+        thin: keep every thin-th transition (by global index, see above).
+        chain_offset: chain b of this batch is chain chain_offset + b of the philox stream.
+    """
+    samples: torch.Tensor | None
+    mean: torch.Tensor
+    var: torch.Tensor
+    accept_count: torch.Tensor
+    accept_rate: torch.Tensor
+    mean_accept_prob: torch.Tensor
+    num_transitions: int
+    num_kept: int
+    final_state: torch.Tensor
+    seed: int
+    next_transition: int
+    interrupted: bool
+    thin: int
+    chain_offset: int
+
+    def to_arviz(self):
+        """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
+
+        Group ``posterior`` holds variable ``q`` with dims (chain, draw, dim); chain coordinates are
+        the global chain ids chain_offset + b. Needs ``keep_samples=True`` and arviz-base.
+        """
+        if self.samples is None:
+            raise ValueError("to_arviz() needs the draws, but this run was made with "
+                             "keep_samples=False; sample again with keep_samples=True")
+        try:
+            from arviz_base import from_dict
+        except ImportError as exc:
+            raise ImportError('to_arviz() needs arviz-base: pip install "fused_hmc[diagnostics]"'
+                              ) from exc
+        import warnings
+
+        import numpy as np
+
+        chains = self.samples.shape[0]
+        with warnings.catch_warnings():
+            # ArviZ guesses that more chains than draws means mislabelled axes; here it is the norm.
+            warnings.filterwarnings("ignore", message="Found chain dimension to be longer")
+            return from_dict(
+                {"posterior": {"q": self.samples.detach().cpu().numpy()}},
+                dims={"q": ["dim"]},
+                coords={"chain": np.arange(self.chain_offset, self.chain_offset + chains)},
+                attrs={"posterior": {"sampler": "fused_hmc", "seed": str(self.seed),
+                                     "thin": self.thin, "num_transitions": self.num_transitions}},
+            )
+
+    def summary(self, max_dims: int = 8, *, max_chains: int | None = None,
+                file: TextIO | None = None) -> None:
+        """Prints per-dimension mean, sd, bulk/tail ESS and R-hat for the first ``max_dims``
+        dimensions, and the minimum ESS / maximum R-hat over all dimensions.
+
+        Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws);
+        ESS and R-hat need the draws and cost about a second per million values per dimension
+        (``max_chains`` limits the chains they use).
+        """
+        from .. import diagnostics
+
+        out = file if file is not None else sys.stdout
+        chains, dim = self.final_state.shape
+        print(f"fused_hmc: {chains} chains x {dim} dims, {self.num_transitions} transitions, "
+              f"{self.num_kept} kept (thin {self.thin}), seed {self.seed}"
+              + (" [interrupted]" if self.interrupted else ""), file=out)
+        rate = self.accept_rate.double().mean().item()
+        prob = self.mean_accept_prob.double().mean().item()
+        print(f"acceptance rate {rate:.4f} (mean acceptance probability {prob:.4f})", file=out)
+        if self.num_kept == 0:
+            print("no draws kept yet", file=out)
+            return
+        mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
+                                              self.num_kept)
+        diag = None
+        if self.samples is not None and self.num_kept >= 4:
+            diag = diagnostics.diagnose(self.samples, max_chains=max_chains)
+        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims), file=out)
