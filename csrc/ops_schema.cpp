@@ -26,9 +26,11 @@ TORCH_LIBRARY(fused_hmc, m) {
   // chain b is global chain chain_offset + b, and transitions first_transition ..
   // first_transition + num_transitions - 1 each equal hmc_step(..., "philox", seed=seed,
   // transition=t). Transition t is kept when (t + 1) % thin == 0: written to samples[b, k, :]
-  // (k counts this call's kept draws; samples may be empty to keep none) and folded into the
-  // float64 Welford mean / m2 [B, d] with count kept_before + k + 1. accept_count [B] int64 and
-  // accept_prob_sum [B] float64 (sum of min(1, exp(log_alpha))) accumulate every transition.
+  // (k counts this call's kept draws; samples may be empty to keep none, and may be a strided view
+  // such as big[:, k0:k0 + K], as the driver passes) and folded into the float64 Welford mean / m2
+  // [B, d] with count kept_before + k + 1. accept_count [B] int64 and accept_prob_sum [B] float64
+  // (min(1, exp(log_alpha)), added to the stored sum one transition at a time, so chunking changes
+  // no bit) accumulate every transition.
   m.def(
       "run_chains(Tensor(a!) q, Tensor mu, float step_size, int num_leapfrog_steps, int seed, "
       "int chain_offset, int first_transition, int num_transitions, int thin, Tensor(b!) samples, "

@@ -45,7 +45,8 @@ def as_draws(samples) -> np.ndarray:
     if draws.ndim == 2:
         draws = draws[:, :, None]
     if draws.ndim != 3:
-        raise ValueError(f"draws must be shaped (chain, draw, dim) or (chain, draw), got {draws.shape}")
+        raise ValueError(f"draws must be shaped (chain, draw, dim) or (chain, draw), got "
+                         f"{draws.shape}")
     return draws
 
 

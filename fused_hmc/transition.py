@@ -44,7 +44,10 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
         (q_new [B, d] contiguous in q's dtype, accepted [B] bool).
     """
     if mu is None:
-        mu = _zero_mean(q.shape[-1], q.dtype, q.device) if q.dim() == 2 else q.new_zeros(1)
+        if torch.compiler.is_compiling() or q.dim() != 2:
+            mu = q.new_zeros(q.shape[-1:])
+        else:
+            mu = _zero_mean(q.shape[-1], q.dtype, q.device)
     if q.is_cuda and not _build._state["cuda"]:
         _build.require_cuda_kernels()
     if (momentum is None) != (uniform is None):

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace fused_hmc {
 
@@ -42,6 +43,37 @@ inline GroupShape choose_group_shape(int64_t dim, int64_t batch, int64_t residen
     return {narrow, 1};
   }
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
+}
+
+// The shape for a dimension alone, for kernels whose results must not depend on the batch size.
+inline GroupShape group_shape_for_dim(int64_t dim) { return choose_group_shape(dim, 0, 0); }
+
+// Calls launch(std::integral_constant<int, GROUP>, std::integral_constant<int, CHUNKS>) for the
+// compiled shape matching `shape`.
+template <typename Launch>
+void with_group_shape(GroupShape shape, Launch&& launch) {
+  auto go = [&](auto group) {
+    if (shape.chunks == 1) return launch(group, std::integral_constant<int, 1>{});
+    return launch(group, std::integral_constant<int, kMaxChunksPerThread>{});
+  };
+  switch (shape.group) {
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    case 8: return go(std::integral_constant<int, 8>{});
+    case 16: return go(std::integral_constant<int, 16>{});
+    case 32: return go(std::integral_constant<int, 32>{});
+  }
+  // Groups above a warp only come with the wide shape (dims above 32 chunks).
+  auto wide = [&](auto group) {
+    return launch(group, std::integral_constant<int, kMaxChunksPerThread>{});
+  };
+  switch (shape.group) {
+    case 64: return wide(std::integral_constant<int, 64>{});
+    case 128: return wide(std::integral_constant<int, 128>{});
+    case 256: return wide(std::integral_constant<int, 256>{});
+    default: return wide(std::integral_constant<int, kMaxGroup>{});
+  }
 }
 
 // Sum of `v` over the GROUP threads of a chain, returned to every one of them.

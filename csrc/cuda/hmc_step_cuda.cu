@@ -84,17 +84,7 @@ __device__ __forceinline__ void draw_momentum(const TransitionParams<scalar_t>& 
     load_chunk(p.momentum + chain * p.dim, j0, p.dim, p.vectorized, out);
   } else if constexpr (SOURCE == NoiseSource::kPhilox) {
     const PhiloxStream stream{key.seed, key.offset / 4, p.blocks_per_transition};
-    if constexpr (sizeof(scalar_t) == 4) {
-      block_normals(stream_block(stream, chain, p.transition, j0 / 4), out);
-    } else {
-      scalar_t pair[2];
-      block_normals(stream_block(stream, chain, p.transition, j0 / 2), pair);
-      out[0] = pair[0], out[1] = pair[1];
-      if (j0 + 2 < p.dim) {
-        block_normals(stream_block(stream, chain, p.transition, j0 / 2 + 1), pair);
-        out[2] = pair[0], out[3] = pair[1];
-      }
-    }
+    stream_chunk_momentum(stream, chain, p.transition, j0, p.dim, out);
   } else {
     const TorchDrawLayout layout{key.seed, key.offset, p.randn_threads,
                                  sizeof(scalar_t) == 4 ? 4u : 2u};
@@ -202,29 +192,9 @@ void launch_transition(const TransitionParams<scalar_t>& p, int device, cudaStre
   const DeviceInfo& dev = device_info(device);
   const GroupShape shape =
       choose_group_shape(p.dim, p.batch, int64_t{dev.sm_count} * dev.max_threads_per_sm);
-  if (shape.chunks == 1) {
-    switch (shape.group) {
-      case 1: return launch_shape<scalar_t, SOURCE, 1, 1>(p, stream);
-      case 2: return launch_shape<scalar_t, SOURCE, 2, 1>(p, stream);
-      case 4: return launch_shape<scalar_t, SOURCE, 4, 1>(p, stream);
-      case 8: return launch_shape<scalar_t, SOURCE, 8, 1>(p, stream);
-      case 16: return launch_shape<scalar_t, SOURCE, 16, 1>(p, stream);
-      case 32: return launch_shape<scalar_t, SOURCE, 32, 1>(p, stream);
-    }
-  }
-  constexpr int C = kMaxChunksPerThread;
-  switch (shape.group) {
-    case 1: return launch_shape<scalar_t, SOURCE, 1, C>(p, stream);
-    case 2: return launch_shape<scalar_t, SOURCE, 2, C>(p, stream);
-    case 4: return launch_shape<scalar_t, SOURCE, 4, C>(p, stream);
-    case 8: return launch_shape<scalar_t, SOURCE, 8, C>(p, stream);
-    case 16: return launch_shape<scalar_t, SOURCE, 16, C>(p, stream);
-    case 32: return launch_shape<scalar_t, SOURCE, 32, C>(p, stream);
-    case 64: return launch_shape<scalar_t, SOURCE, 64, C>(p, stream);
-    case 128: return launch_shape<scalar_t, SOURCE, 128, C>(p, stream);
-    case 256: return launch_shape<scalar_t, SOURCE, 256, C>(p, stream);
-    default: return launch_shape<scalar_t, SOURCE, 512, C>(p, stream);  // dim <= kMaxCudaDim
-  }
+  with_group_shape(shape, [&](auto group, auto chunks) {
+    launch_shape<scalar_t, SOURCE, decltype(group)::value, decltype(chunks)::value>(p, stream);
+  });
 }
 
 // ---- host side ----------------------------------------------------------------------------------

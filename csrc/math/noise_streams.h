@@ -32,6 +32,24 @@ FHMC_HD PhiloxBlock stream_block(const PhiloxStream& s, uint64_t chain, uint64_t
   return philox_block(s.seed, chain, s.base_block + transition * s.blocks_per_transition + block);
 }
 
+// The momentum of coordinates j0 .. j0 + 3 (j0 a multiple of 4) of (chain, transition): one block in
+// float32, two in float64. Entries past dim are left unset.
+FHMC_HD void stream_chunk_momentum(const PhiloxStream& s, uint64_t chain, uint64_t transition,
+                                   int64_t j0, int64_t /*dim*/, float (&out)[4]) {
+  block_normals(stream_block(s, chain, transition, static_cast<uint64_t>(j0 / 4)), out);
+}
+
+FHMC_HD void stream_chunk_momentum(const PhiloxStream& s, uint64_t chain, uint64_t transition,
+                                   int64_t j0, int64_t dim, double (&out)[4]) {
+  double pair[2];
+  block_normals(stream_block(s, chain, transition, static_cast<uint64_t>(j0 / 2)), pair);
+  out[0] = pair[0], out[1] = pair[1];
+  if (j0 + 2 < dim) {
+    block_normals(stream_block(s, chain, transition, static_cast<uint64_t>(j0 / 2 + 1)), pair);
+    out[2] = pair[0], out[3] = pair[1];
+  }
+}
+
 FHMC_HD float stream_uniform(const PhiloxStream& s, uint64_t chain, uint64_t transition) {
   return torch_uniform_from_word(stream_block(s, chain, transition, s.blocks_per_transition - 1).x);
 }

@@ -1,9 +1,10 @@
 // One chain's HMC transition on N(mu, I) under the native philox stream, shared by every
 // implementation that draws its own philox noise (hmc_step on CPU, the CPU and CUDA run_chains).
 //
-// Momentum block k of (chain, transition) holds coordinates [k * lanes, (k + 1) * lanes); the energy
-// change is summed in coordinate order, so any caller that walks a chain's coordinates in order gets
-// the same bits.
+// Momentum block k of (chain, transition) holds coordinates [k * lanes, (k + 1) * lanes); the
+// energy change is summed in coordinate order, so every caller gets the same bits.
+// (A kernel that splits a chain across threads and reduces in another order may differ from these
+// bits at near-tie accept decisions.)
 #pragma once
 
 #include <cmath>
@@ -16,8 +17,8 @@
 
 namespace fused_hmc {
 
-// Draws the chain's momentum and runs the leapfrog from q. Writes the proposal to `proposal` and, if
-// `momentum_out` is not null, the momentum drawn. Returns the summed energy_change_twice, i.e.
+// Draws the chain's momentum and runs the leapfrog from q. Writes the proposal to `proposal` and,
+// if `momentum_out` is not null, the momentum drawn. Returns the summed energy_change_twice, i.e.
 // 2 * (H(proposed) - H(current)).
 //   q, proposal, momentum_out: [dim] of scalar_t (proposal must not alias q); mu: [dim].
 template <typename scalar_t>
@@ -44,7 +45,8 @@ FHMC_HD scalar_t philox_proposal(const PhiloxStream& stream, uint64_t chain, uin
   return change_sum;
 }
 
-// min(1, exp(log_alpha)) in float64; a NaN log_alpha (a diverged proposal, always rejected) gives 0.
+// min(1, exp(log_alpha)) in float64; a NaN log_alpha (a diverged proposal, always rejected)
+// gives 0.
 template <typename scalar_t>
 FHMC_HD double accept_probability(scalar_t log_alpha) {
   const double a = static_cast<double>(log_alpha);

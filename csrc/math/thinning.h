@@ -1,6 +1,6 @@
 // Which transitions of a long run are kept. Thinning counts the global transition index t of the
-// stream, not the index within a call: t is kept when (t + 1) % thin == 0. So however a run is split
-// into calls (chunks, resumed runs), the same transitions are kept, in the same order.
+// stream, not the index within a call: t is kept when (t + 1) % thin == 0. So however a run is
+// split into calls (chunks, resumed runs), the same transitions are kept, in the same order.
 #pragma once
 
 #include <cstdint>

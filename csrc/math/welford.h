@@ -3,8 +3,8 @@
 // would carry ~1e-7 relative error per update and drift.
 //
 // Every operation is spelled with an explicit rounding (add_rn, sub_rn, fma_any; IEEE division on
-// both builds), so the CPU and CUDA builds give bit-identical accumulators from identical draws, and
-// the result does not depend on how the draws were split across calls.
+// both builds), so the CPU and CUDA builds give bit-identical accumulators from identical draws,
+// and the result does not depend on how the draws were split across calls.
 #pragma once
 
 #include <cstdint>

@@ -43,7 +43,8 @@ def _check_q0(q0) -> torch.Tensor:
     if q0.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"q0 must be float32 or float64, got {q0.dtype}")
     if not bool(torch.isfinite(q0).all()):
-        raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite values")
+        raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite "
+                         "values")
     return q0.detach().contiguous().clone()
 
 
@@ -52,7 +53,8 @@ def _check_mu(mu, q: torch.Tensor) -> torch.Tensor:
         return torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
     mu = torch.as_tensor(mu).detach()
     if mu.shape != (q.shape[1],):
-        raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got {list(mu.shape)}")
+        raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got "
+                         f"{list(mu.shape)}")
     mu = mu.to(dtype=q.dtype, device=q.device).contiguous()
     if not bool(torch.isfinite(mu).all()):
         raise ValueError("mu has non-finite entries")
@@ -147,46 +149,53 @@ class Sampler:
         (a MemoryError) before allocating draws that would not fit in free memory.
         """
         n = _count("num_transitions", num_transitions, 1, _INT64_MAX - self._next)
-        kept_new = self._kept_in(self._next, n) if self.keep_samples else 0
-        buffer = self._allocate_draws(kept_new)
-        done, kept_done, interrupted = 0, 0, False
-        planner = ChunkPlanner(self.chunk_size, first=1 if self._q.device.type == "cpu" else 8)
-        with self._progress_bar(n) as bar:
-            def on_done(transitions: int, seconds: float) -> None:
-                planner.record(transitions, seconds)
-                bar.update(transitions)
-
-            clock = ChunkClock(self._q.device, on_done)
-            with self._on_device(), ctrl_c_between_chunks() as stop:
-                try:
-                    while done < n and not stop.requested:
-                        size = planner.next_size(n - done)
-                        kept = self._kept_in(self._next, size) if buffer is not None else 0
-                        draws = buffer[:, kept_done:kept_done + kept] if kept else self._no_samples
-                        clock.before_launch()
-                        ops.run_chains(self._q, self._mu, self.step_size, self.num_leapfrog_steps,
-                                       self._key, self.chain_offset, self._next, size, self.thin,
-                                       draws, self._mean, self._m2, self._accept_count,
-                                       self._accept_prob_sum, self._num_kept)
-                        # The books follow the call at once; Ctrl-C is deferred to between chunks.
-                        self._next += size
-                        self._num_transitions += size
-                        self._num_kept += self._kept_in(self._next - size, size)
-                        done += size
-                        kept_done += kept
-                        clock.after_launch(size)
-                    interrupted = stop.requested
-                except KeyboardInterrupt:  # raised outside the deferral (e.g. not the main thread)
-                    interrupted = True
-                finally:
-                    clock.drain()
-        if buffer is not None and kept_done:
-            self._sample_parts.append(buffer if kept_done == kept_new else buffer[:, :kept_done])
-        self._interrupted = interrupted
+        kept_new = self._kept_in(self._next, n)
+        buffer = self._allocate_draws(kept_new) if self.keep_samples else None
+        ran = _Ran()
+        try:
+            with self._progress_bar(n) as bar, self._on_device(), \
+                    ctrl_c_between_chunks() as stop:
+                self._run_chunks(n, buffer, bar, stop, ran)
+        finally:  # whatever stopped the run, the draws of the completed chunks are kept
+            if buffer is not None and ran.draws:
+                self._sample_parts.append(buffer if ran.draws == kept_new
+                                          else buffer[:, :ran.draws])
+            self._interrupted = ran.transitions < n  # Ctrl-C in the last chunk stopped nothing
         return self.result()
 
+    def _run_chunks(self, n: int, buffer: torch.Tensor | None, bar, stop, ran: _Ran) -> None:
+        planner = ChunkPlanner(self.chunk_size, first=1 if self._q.device.type == "cpu" else 8)
+
+        def on_done(transitions: int, seconds: float) -> None:
+            planner.record(transitions, seconds)
+            bar.update(transitions)
+
+        clock = ChunkClock(self._q.device, on_done)
+        try:
+            while ran.transitions < n and not stop.requested:
+                size = planner.next_size(n - ran.transitions)
+                kept = self._kept_in(self._next, size)
+                draws = (buffer[:, ran.draws:ran.draws + kept] if buffer is not None and kept
+                         else self._no_samples)
+                clock.before_launch()
+                ops.run_chains(self._q, self._mu, self.step_size, self.num_leapfrog_steps,
+                               self._key, self.chain_offset, self._next, size, self.thin, draws,
+                               self._mean, self._m2, self._accept_count, self._accept_prob_sum,
+                               self._num_kept)
+                # The books follow the call at once; Ctrl-C waits until between chunks.
+                self._next += size
+                self._num_transitions += size
+                self._num_kept += kept
+                ran.transitions += size
+                ran.draws += kept
+                clock.after_launch(size)
+        except KeyboardInterrupt:  # raised outside the deferral (e.g. not the main thread)
+            pass
+        finally:
+            clock.drain()
+
     def result(self) -> SampleResult:
-        """The result of everything run so far (copies; later runs leave it unchanged)."""
+        """The result of everything run so far; later runs leave it unchanged."""
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
         return SampleResult(
@@ -249,7 +258,15 @@ class Sampler:
         except ImportError:  # tqdm is a dependency; without it, run silently
             return contextlib.nullcontext(_NoBar())
         return tqdm(total=total, disable=not self.progress, desc="sampling", unit="transition",
-                    unit_scale=True, dynamic_ncols=True, leave=False)
+                    dynamic_ncols=True, leave=False)
+
+
+class _Ran:
+    """Transitions run and draws kept so far by one Sampler.run call."""
+
+    def __init__(self) -> None:
+        self.transitions = 0
+        self.draws = 0
 
 
 class _NoBar:

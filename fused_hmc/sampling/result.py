@@ -12,8 +12,8 @@ class SampleResult(NamedTuple):
     was created (a resumed run reports all its transitions, as one long run would).
 
     Thinning counts the global transition index t of the philox stream: the state after transition
-    t is kept when (t + 1) % thin == 0. Per-chain tensors live on the chains' device; every tensor
-    is the result's own copy (later runs of the sampler do not change it).
+    t is kept when (t + 1) % thin == 0. Per-chain tensors live on the chains' device, and later runs
+    of the sampler do not change them.
 
     Attributes:
         samples: [chains, num_kept, d] in q0's dtype, the kept states in order; ``None`` when the

@@ -1,4 +1,4 @@
-"""The long-chain sampler (run_chains op + Sampler/sample driver): contract, exactness, invariances."""
+"""The long-chain sampler (run_chains op and driver): contract, exactness, invariances."""
 from __future__ import annotations
 
 import math
@@ -340,3 +340,91 @@ def test_to_arviz_and_summary(device, capsys):
         bare.to_arviz()
     bare.summary()
     assert "ESS and R-hat need the draws" in capsys.readouterr().out
+
+
+def test_chunk_clock_keeps_two_cuda_chunks_in_flight(monkeypatch):
+    """The CUDA bookkeeping, with stand-in events: a chunk is reported once its end event has been
+    waited on, at most two chunks are in flight, and drain() reports the rest in order."""
+    log = []
+
+    class FakeEvent:
+        count = 0
+
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            FakeEvent.count += 1
+            self.id = FakeEvent.count
+
+        def record(self):
+            log.append(("record", self.id))
+
+        def synchronize(self):
+            log.append(("wait", self.id))
+
+        def elapsed_time(self, end):
+            return 1000.0 * (end.id - self.id)  # milliseconds
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    done = []
+    clock = resources.ChunkClock(torch.device("cuda"), lambda n, s: done.append((n, s)))
+    for size in (3, 5, 7):
+        clock.before_launch()
+        clock.after_launch(size)
+    assert done == [(3, 1.0), (5, 1.0)]  # the third chunk is still in flight
+    assert log[-1] == ("wait", 4)
+    clock.drain()
+    assert done == [(3, 1.0), (5, 1.0), (7, 1.0)] and not clock.in_flight
+
+
+def test_chunk_planner_grows_towards_the_target():
+    planner = resources.ChunkPlanner(None, first=1, target_seconds=0.03)
+    sizes = []
+    for _ in range(6):
+        size = planner.next_size(10**6)
+        sizes.append(size)
+        planner.record(size, 0.001 * size)  # 1 ms per transition
+    assert sizes == [1, 4, 16, 30, 30, 30]
+    fixed = resources.ChunkPlanner(7, first=1)
+    fixed.record(7, 100.0)
+    assert [fixed.next_size(100), fixed.next_size(3)] == [7, 3]
+
+
+def _op_buffers(chains, dim, device):
+    f64 = dict(dtype=torch.float64, device=device)
+    return dict(mean=torch.zeros(chains, dim, **f64), m2=torch.zeros(chains, dim, **f64),
+                accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
+                accept_prob_sum=torch.zeros(chains, **f64))
+
+
+def _op_run(q, first, n, samples, buf, kept_before, thin=1):
+    mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
+    ops.run_chains(q, mu, 1.1, 3, 99, 0, first, n, thin, samples, buf["mean"], buf["m2"],
+                   buf["accept_count"], buf["accept_prob_sum"], kept_before)
+
+
+def test_op_writes_kept_draws_into_a_strided_view(device):
+    """samples may be a view big[:, k0:k0 + K] of a larger buffer (the driver passes these)."""
+    q0 = _q0(device, chains=5, dim=8, dtype=torch.float32)
+    q, big, buf = q0.clone(), torch.full((5, 10, 8), -1.0, device=device), _op_buffers(5, 8, device)
+    _op_run(q, 0, 4, big[:, 0:4], buf, 0)
+    _op_run(q, 4, 6, big[:, 4:10], buf, 4)
+    whole_q, whole, whole_buf = q0.clone(), torch.empty(5, 10, 8, device=device), _op_buffers(
+        5, 8, device)
+    _op_run(whole_q, 0, 10, whole, whole_buf, 0)
+    assert torch.equal(big, whole) and torch.equal(q, whole_q)
+
+
+def test_op_statistics_do_not_depend_on_the_split(device):
+    """Acceptance probabilities are added to the stored sum one transition at a time, and Welford
+    counts continue from kept_before, so a split call leaves the very same bits."""
+    q0 = _q0(device, chains=16, dim=3)
+    empty = q0.new_empty(0)
+    split_q, split = q0.clone(), _op_buffers(16, 3, device)
+    for first, n in ((0, 3), (3, 1), (4, 8)):
+        _op_run(split_q, first, n, empty, split, kept_before=first // 2, thin=2)
+    whole_q, whole = q0.clone(), _op_buffers(16, 3, device)
+    _op_run(whole_q, 0, 12, empty, whole, kept_before=0, thin=2)
+    assert torch.equal(split_q, whole_q)
+    for name in whole:
+        assert torch.equal(split[name], whole[name]), name
+    assert bool((whole["accept_prob_sum"] % 1 != 0).any())  # not a sum of exact ones

@@ -1,0 +1,196 @@
+// CUDA: many HMC transitions of every chain in one launch (a persistent kernel), chain state,
+// Welford moments and acceptance statistics held in registers, writing only the kept draws.
+//
+// Transition t of chain c uses the native philox stream exactly as hmc_step(seed=, transition=t)
+// does and the same shared math, so splitting a run into calls, chunks or batches changes no bit
+// (the group shape depends on dim alone, so the energy reduction order is fixed too).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "../math/gaussian_hmc.h"
+#include "../math/noise_streams.h"
+#include "../math/philox_transition.h"
+#include "../math/thinning.h"
+#include "../math/welford.h"
+#include "../transition_request.h"
+#include "chain_group.cuh"
+#include "chunk_io.cuh"
+
+namespace fused_hmc {
+namespace {
+
+using at::Tensor;
+
+// Registers hold each thread's 16 coordinates of state, mean and m2; above 256 threads per chain
+// (dim 4096) a block could not keep them without spilling.
+constexpr int64_t kMaxRunChainsDim = int64_t{4} * 256 * kMaxChunksPerThread;
+
+template <typename scalar_t>
+struct RunChainsParams {
+  scalar_t* q;           // [B, d] chain state, read and written
+  const scalar_t* mu;    // [d]
+  scalar_t* samples;     // [B, K, d] kept draws of this call, or null
+  double* mean;          // [B, d] Welford mean, read and written
+  double* m2;            // [B, d] Welford sum of squared deviations, read and written
+  int64_t* accept_count;     // [B]
+  double* accept_prob_sum;   // [B]
+  int64_t batch, dim, kept_this_call;
+  StepSizes<scalar_t> steps;
+  int num_steps;
+  PhiloxStream stream;
+  int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
+  bool vectorized;  // rows of q, mu and samples 16-byte aligned
+};
+
+template <typename scalar_t, int GROUP, int CHUNKS>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
+    run_chains_kernel(const RunChainsParams<scalar_t> p) {
+  const int lane = threadIdx.x % GROUP;
+  const int64_t chain =
+      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + threadIdx.x / GROUP;
+  const bool live = chain < p.batch;
+  const uint64_t stream_chain = static_cast<uint64_t>(p.chain_offset + chain);
+  const bool vec_moments = p.dim % 4 == 0;  // float64 rows of 4k doubles stay 16-byte aligned
+
+  scalar_t q[CHUNKS][4], mu[CHUNKS][4];
+  double mean[CHUNKS][4], m2[CHUNKS][4];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
+    if (!live || j0 >= p.dim) continue;
+    load_chunk(p.q + chain * p.dim, j0, p.dim, p.vectorized, q[c]);
+    load_chunk(p.mu, j0, p.dim, p.vectorized, mu[c]);
+    load_chunk(p.mean + chain * p.dim, j0, p.dim, vec_moments, mean[c]);
+    load_chunk(p.m2 + chain * p.dim, j0, p.dim, vec_moments, m2[c]);
+  }
+  int64_t accept_count = 0;
+  double accept_prob_sum = 0.0;
+  const int64_t first_kept = kept_before(p.first_transition, p.thin);
+
+  for (int64_t t = p.first_transition; t < p.first_transition + p.num_transitions; ++t) {
+    const uint64_t tu = static_cast<uint64_t>(t);
+    scalar_t proposal[CHUNKS][4];
+    scalar_t change = 0;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
+      if (!live || j0 >= p.dim) continue;
+      scalar_t momentum[4];
+      stream_chunk_momentum(p.stream, stream_chain, tu, j0, p.dim, momentum);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (j0 + e >= p.dim) continue;
+        const scalar_t x0 = q[c][e] - mu[c][e];
+        scalar_t x = x0, mom = momentum[e];
+        leapfrog_fused(x, mom, p.steps, p.num_steps);
+        change += energy_change_twice(x0, momentum[e], x, mom);
+        proposal[c][e] = x + mu[c][e];
+      }
+    }
+    change = group_sum<GROUP>(change);
+    bool accepted = false;
+    if (lane == 0 && live) {
+      const PhiloxDecision decision = philox_decide(p.stream, stream_chain, tu, change);
+      accepted = decision.accepted;
+      accept_count += accepted ? 1 : 0;
+      accept_prob_sum += decision.accept_prob;
+    }
+    accepted = group_broadcast<GROUP>(accepted);
+    const bool kept = is_kept(t, p.thin);
+    const int64_t k = kept_before(t, p.thin) - first_kept;
+    const double count = static_cast<double>(p.kept_before + k + 1);
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
+      if (!live || j0 >= p.dim) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (accepted && j0 + e < p.dim) q[c][e] = proposal[c][e];
+      }
+      if (!kept) continue;
+      if (p.samples != nullptr) {
+        store_chunk(p.samples + (chain * p.kept_this_call + k) * p.dim, j0, p.dim, p.vectorized, q[c]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (j0 + e < p.dim) welford_update(mean[c][e], m2[c][e], static_cast<double>(q[c][e]),
+                                           static_cast<int64_t>(count));
+      }
+    }
+  }
+
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
+    if (!live || j0 >= p.dim) continue;
+    store_chunk(p.q + chain * p.dim, j0, p.dim, p.vectorized, q[c]);
+    store_chunk(p.mean + chain * p.dim, j0, p.dim, vec_moments, mean[c]);
+    store_chunk(p.m2 + chain * p.dim, j0, p.dim, vec_moments, m2[c]);
+  }
+  if (lane == 0 && live) {
+    p.accept_count[chain] += accept_count;
+    p.accept_prob_sum[chain] += accept_prob_sum;
+  }
+}
+
+void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
+                     int64_t num_leapfrog_steps, int64_t seed, int64_t chain_offset,
+                     int64_t first_transition, int64_t num_transitions, int64_t thin,
+                     const Tensor& samples, const Tensor& mean, const Tensor& m2,
+                     const Tensor& accept_count, const Tensor& accept_prob_sum,
+                     int64_t kept_before) {
+  check_run_chains_inputs(q, mu, step_size, num_leapfrog_steps, chain_offset, first_transition,
+                          num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum,
+                          kept_before);
+  check_dim_supported(q, kMaxRunChainsDim, "CUDA run_chains");
+  check_samples_contiguous(samples);
+  if (num_transitions == 0 || q.size(0) == 0) return;
+  const c10::cuda::CUDAGuard guard(q.device());
+  const Tensor mu_c = mu.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "run_chains_cuda", [&] {
+    RunChainsParams<scalar_t> p{};
+    p.q = q.data_ptr<scalar_t>();
+    p.mu = mu_c.data_ptr<scalar_t>();
+    p.samples = samples.numel() > 0 ? samples.data_ptr<scalar_t>() : nullptr;
+    p.mean = mean.data_ptr<double>();
+    p.m2 = m2.data_ptr<double>();
+    p.accept_count = accept_count.data_ptr<int64_t>();
+    p.accept_prob_sum = accept_prob_sum.data_ptr<double>();
+    p.batch = q.size(0);
+    p.dim = q.size(1);
+    p.kept_this_call = kept_in_range(first_transition, num_transitions, thin);
+    p.steps = step_sizes<scalar_t>(step_size);
+    p.num_steps = static_cast<int>(num_leapfrog_steps);
+    p.stream = PhiloxStream{static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(p.dim) + 1};
+    p.chain_offset = chain_offset;
+    p.first_transition = first_transition;
+    p.num_transitions = num_transitions;
+    p.thin = thin;
+    p.kept_before = kept_before;
+    p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
+                   rows_vectorizable(p.mu, p.dim, sizeof(scalar_t)) &&
+                   (p.samples == nullptr || rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)));
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    with_group_shape(group_shape_for_dim(p.dim), [&](auto group, auto chunks) {
+      constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+      if constexpr (G * C * 4 <= kMaxRunChainsDim) {  // larger shapes are excluded by the dim check
+        using Geometry = GroupGeometry<G>;
+        const int64_t blocks =
+            (p.batch + Geometry::kChainsPerBlock - 1) / Geometry::kChainsPerBlock;
+        check_grid_size(blocks, p.batch);
+        run_chains_kernel<scalar_t, G, C>
+            <<<static_cast<unsigned>(blocks), Geometry::kThreads, 0, stream>>>(p);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+    });
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("run_chains", &run_chains_cuda); }
+
+}  // namespace fused_hmc
