@@ -67,11 +67,6 @@ void check_grid_size(int64_t blocks, int64_t batch) {
                     " is too large for one launch");
 }
 
-void check_samples_contiguous(const at::Tensor& samples) {
-  TORCH_CHECK_VALUE(samples.numel() == 0 || samples.is_contiguous(),
-                    "samples must be contiguous [chains, kept, dim] on CUDA");
-}
-
 NoiseLayout randn_like_layout(const at::Tensor& q) {
   if (q.is_non_overlapping_and_dense()) return {q.stride(0), q.stride(1)};
   return {q.size(1), 1};

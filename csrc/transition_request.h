@@ -29,8 +29,6 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
 // error is raised from host code built like the rest of the extension.
 void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend);
 void check_grid_size(int64_t blocks, int64_t batch);
-// The CUDA sampler writes kept draws row by row: samples must be empty or contiguous.
-void check_samples_contiguous(const at::Tensor& samples);
 
 // The stride, in elements, between consecutive chains and coordinates of torch.randn_like(q):
 // q's own layout when q is non-overlapping and dense, row-major otherwise.

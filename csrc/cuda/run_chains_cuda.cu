@@ -32,17 +32,19 @@ template <typename scalar_t>
 struct RunChainsParams {
   scalar_t* q;           // [B, d] chain state, read and written
   const scalar_t* mu;    // [d]
-  scalar_t* samples;     // [B, K, d] kept draws of this call, or null
+  scalar_t* samples;     // [B, K, d] kept draws of this call (any strides), or null
+  int64_t sample_chain_stride, sample_draw_stride, sample_dim_stride;
+  bool samples_vectorized;  // unit dim stride and every row 16-byte aligned
   double* mean;          // [B, d] Welford mean, read and written
   double* m2;            // [B, d] Welford sum of squared deviations, read and written
   int64_t* accept_count;     // [B]
   double* accept_prob_sum;   // [B]
-  int64_t batch, dim, kept_this_call;
+  int64_t batch, dim;
   StepSizes<scalar_t> steps;
   int num_steps;
   PhiloxStream stream;
   int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
-  bool vectorized;  // rows of q, mu and samples 16-byte aligned
+  bool vectorized;  // rows of q and mu 16-byte aligned
 };
 
 template <typename scalar_t, int GROUP, int CHUNKS>
@@ -66,8 +68,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
     load_chunk(p.mean + chain * p.dim, j0, p.dim, vec_moments, mean[c]);
     load_chunk(p.m2 + chain * p.dim, j0, p.dim, vec_moments, m2[c]);
   }
+  // The stored sum is carried in and added to one transition at a time, as on the CPU, so the
+  // float64 total does not depend on how a run is split into calls.
   int64_t accept_count = 0;
-  double accept_prob_sum = 0.0;
+  double accept_prob_sum = lane == 0 && live ? p.accept_prob_sum[chain] : 0.0;
   const int64_t first_kept = kept_before(p.first_transition, p.thin);
 
   for (int64_t t = p.first_transition; t < p.first_transition + p.num_transitions; ++t) {
@@ -112,7 +116,15 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
       }
       if (!kept) continue;
       if (p.samples != nullptr) {
-        store_chunk(p.samples + (chain * p.kept_this_call + k) * p.dim, j0, p.dim, p.vectorized, q[c]);
+        scalar_t* row = p.samples + chain * p.sample_chain_stride + k * p.sample_draw_stride;
+        if (p.sample_dim_stride == 1) {
+          store_chunk(row, j0, p.dim, p.samples_vectorized, q[c]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (j0 + e < p.dim) row[(j0 + e) * p.sample_dim_stride] = q[c][e];
+          }
+        }
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -132,7 +144,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
   }
   if (lane == 0 && live) {
     p.accept_count[chain] += accept_count;
-    p.accept_prob_sum[chain] += accept_prob_sum;
+    p.accept_prob_sum[chain] = accept_prob_sum;
   }
 }
 
@@ -146,7 +158,6 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
                           num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum,
                           kept_before);
   check_dim_supported(q, kMaxRunChainsDim, "CUDA run_chains");
-  check_samples_contiguous(samples);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::cuda::CUDAGuard guard(q.device());
   const Tensor mu_c = mu.contiguous();
@@ -161,7 +172,6 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
     p.accept_prob_sum = accept_prob_sum.data_ptr<double>();
     p.batch = q.size(0);
     p.dim = q.size(1);
-    p.kept_this_call = kept_in_range(first_transition, num_transitions, thin);
     p.steps = step_sizes<scalar_t>(step_size);
     p.num_steps = static_cast<int>(num_leapfrog_steps);
     p.stream = PhiloxStream{static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(p.dim) + 1};
@@ -171,8 +181,15 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
     p.thin = thin;
     p.kept_before = kept_before;
     p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
-                   rows_vectorizable(p.mu, p.dim, sizeof(scalar_t)) &&
-                   (p.samples == nullptr || rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)));
+                   rows_vectorizable(p.mu, p.dim, sizeof(scalar_t));
+    if (p.samples != nullptr) {
+      p.sample_chain_stride = samples.stride(0);
+      p.sample_draw_stride = samples.stride(1);
+      p.sample_dim_stride = samples.stride(2);
+      p.samples_vectorized = p.sample_dim_stride == 1 &&
+                             rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)) &&
+                             p.sample_chain_stride % 4 == 0 && p.sample_draw_stride % 4 == 0;
+    }
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     with_group_shape(group_shape_for_dim(p.dim), [&](auto group, auto chunks) {
       constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
