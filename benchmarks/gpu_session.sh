@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # One device call: build, CUDA tests, sanitizers, benchmarks. Logs go to $OUT (or ./gpu_logs).
 # Usage: bash benchmarks/gpu_session.sh [pytest selection ...]
+# Wheels carried in .whl/ (BlackJAX, ArviZ) are installed to /tmp/site first.
 set -uo pipefail
 OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0
 export FUSED_HMC_VERBOSE_BUILD=1 FUSED_HMC_PTXAS_VERBOSE=1
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
 status=()
 step() {  # name, command...
   local name=$1; shift
@@ -21,4 +26,6 @@ step tests python3 -m pytest -q -m cuda -p no:cacheprovider "${@:-tests}"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
 step bench python3 benchmarks/bench_transition.py ${BENCH_ARGS:-}
+step bench_long python3 benchmarks/bench_long_chains.py
+[ -d fused_hmc/validation ] && step validate python3 -m fused_hmc validate --device cuda
 printf '%s\n' "${status[@]}"
