@@ -19,12 +19,10 @@ step() {  # name, command...
   status+=("$(printf '%-12s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
   tail -n 15 "$OUT/$name.log"
 }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
-step build python3 -c "import fused_hmc, fused_hmc._build as b; b.load_extension(); assert b.has_cuda_kernels(); print('cuda kernels loaded')"
+step build bash -c "nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c \"import fused_hmc._build as b; b.load_extension(); assert b.has_cuda_kernels(); print('cuda kernels loaded')\""
 grep -E "spill|Used [0-9]+ registers" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5
 step tests python3 -m pytest -q -m cuda -p no:cacheprovider "${@:-tests}"
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
-step racecheck compute-sanitizer --tool racecheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py
+step sanitizers bash -c "compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py && compute-sanitizer --tool racecheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py"
 step bench python3 benchmarks/bench_transition.py ${BENCH_ARGS:-}
 step bench_long python3 benchmarks/bench_long_chains.py
 [ -d fused_hmc/validation ] && step validate python3 -m fused_hmc validate --device cuda

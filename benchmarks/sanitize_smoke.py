@@ -15,3 +15,15 @@ for dtype in (torch.float32, torch.float64):
         ops.hmc_step(q.t().contiguous().t(), mu, 0.1, 3, "torch")
 torch.cuda.synchronize()
 print("sanitize smoke: done")
+
+for dtype in (torch.float32, torch.float64):
+    for batch, dim in ((3, 5), (33, 64), (5, 600), (2, 4096)):
+        q = torch.randn(batch, dim, device="cuda", dtype=dtype)
+        mu = torch.randn(dim, device="cuda", dtype=dtype)
+        kept = torch.empty(batch, 4, dim, device="cuda", dtype=dtype)
+        mean = torch.zeros(batch, dim, device="cuda", dtype=torch.float64)
+        m2, count = torch.zeros_like(mean), torch.zeros(batch, device="cuda", dtype=torch.int64)
+        prob = torch.zeros(batch, device="cuda", dtype=torch.float64)
+        ops.run_chains(q, mu, 0.1, 3, 5, 0, 0, 8, 2, kept, mean, m2, count, prob, 0)
+torch.cuda.synchronize()
+print("sanitize smoke (run_chains): done")
