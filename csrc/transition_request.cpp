@@ -62,9 +62,9 @@ void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backe
                     backend, " (", max_dim, ")");
 }
 
-void check_grid_size(int64_t blocks, int64_t batch) {
-  TORCH_CHECK_VALUE(blocks <= std::numeric_limits<int32_t>::max(), "batch ", batch,
-                    " is too large for one launch");
+void check_batch_launchable(const at::Tensor& q) {
+  TORCH_CHECK_VALUE(q.size(0) <= std::numeric_limits<int32_t>::max(), "batch ", q.size(0),
+                    " is too large for one launch (at most 2^31 - 1 chains)");
 }
 
 NoiseLayout randn_like_layout(const at::Tensor& q) {

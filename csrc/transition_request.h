@@ -28,7 +28,8 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.
 void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend);
-void check_grid_size(int64_t blocks, int64_t batch);
+// One launch covers at most 2^31 - 1 blocks, and a block holds at least one chain.
+void check_batch_launchable(const at::Tensor& q);
 
 // The stride, in elements, between consecutive chains and coordinates of torch.randn_like(q):
 // q's own layout when q is non-overlapping and dense, row-major otherwise.

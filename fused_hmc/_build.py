@@ -56,9 +56,11 @@ def _compile_and_load() -> None:
 
     src = csrc_dir()
     missing = _cuda_missing_reason()
-    sources = sorted(str(p) for p in src.rglob("*.cpp"))
+    cuda_dir = src / "cuda"  # host (.cpp) and kernel (.cu) files of the CUDA ops
+    sources = sorted(str(p) for p in src.rglob("*.cpp") if cuda_dir not in p.parents)
     if missing is None:
-        sources += sorted(str(p) for p in src.rglob("*.cu"))
+        sources += sorted(str(p) for p in cuda_dir.glob("*.cpp"))
+        sources += sorted(str(p) for p in cuda_dir.glob("*.cu"))
     # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
     host_flags = ["-O3", "-ffp-contract=off"]
     cuda_flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"]

@@ -1,52 +1,13 @@
-// How a batch of chains maps onto CUDA threads: a group of GROUP threads owns one chain, each thread
-// CHUNKS chunks of 4 consecutive coordinates (chunk = lane + c * GROUP). Groups of up to 32 threads
-// live inside a warp and reduce with shuffles; larger groups are a whole block and reduce through
-// shared memory. Every reduction has a fixed order, so results are deterministic.
+// Device side of the chain groups (group_shape.h): the compiled shapes, and the group's reductions.
+// Every reduction has a fixed order, so results are deterministic.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
+#include "group_shape.h"
+
 namespace fused_hmc {
-
-constexpr int kWarp = 32;
-constexpr int kThreadsPerSmallGroupBlock = 256;
-constexpr int kMaxGroup = 512;
-constexpr int kMaxChunksPerThread = 4;
-constexpr int64_t kMaxCudaDim = int64_t{4} * kMaxGroup * kMaxChunksPerThread;  // 8192
-
-template <int GROUP>
-struct GroupGeometry {
-  static constexpr int kThreads = GROUP <= kWarp ? kThreadsPerSmallGroupBlock : GROUP;
-  static constexpr int kChainsPerBlock = kThreads / GROUP;
-};
-
-// The group shape for a batch: one chunk per thread (most threads, least latency) while the batch
-// fits in a few waves of resident threads; four chunks per thread (more independent work per
-// thread, fewer reductions) once it does not, and always for dims above 32 chunks.
-struct GroupShape {
-  int group;
-  int chunks;
-};
-
-inline int next_pow2(int64_t v) {
-  int p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-inline GroupShape choose_group_shape(int64_t dim, int64_t batch, int64_t resident_threads) {
-  constexpr int64_t kWavesBeforeWideThreads = 4;
-  const int64_t chunks = (dim + 3) / 4;
-  const int narrow = next_pow2(chunks);
-  if (chunks <= kWarp && batch * narrow <= kWavesBeforeWideThreads * resident_threads) {
-    return {narrow, 1};
-  }
-  return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
-}
-
-// The shape for a dimension alone, for kernels whose results must not depend on the batch size.
-inline GroupShape group_shape_for_dim(int64_t dim) { return choose_group_shape(dim, 0, 0); }
 
 // Calls launch(std::integral_constant<int, GROUP>, std::integral_constant<int, CHUNKS>) for the
 // compiled shape matching `shape`.

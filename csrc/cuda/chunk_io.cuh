@@ -42,9 +42,4 @@ __device__ __forceinline__ void store_chunk(scalar_t* row, int64_t j0, int64_t d
   }
 }
 
-// Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
-inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
-  return dim % 4 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0 && (dim * itemsize) % 16 == 0;
-}
-
 }  // namespace fused_hmc

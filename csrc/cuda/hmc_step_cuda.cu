@@ -1,68 +1,22 @@
-// CUDA: one HMC transition of N(mu, I) for every chain in one launch, noise drawn in the kernel.
+// CUDA kernels: one HMC transition of N(mu, I) for every chain in one launch, noise drawn inside.
 //
-// A group of threads owns a chain (chain_group.cuh). Each thread draws the momentum of its chunks,
+// A group of threads owns a chain (group_shape.h). Each thread draws the momentum of its chunks,
 // integrates them (leapfrog from math/gaussian_hmc.h), and the group sums the energy change; lane 0
 // draws the uniform and decides. Three noise sources share the kernel: caller-supplied tensors, the
 // native philox stream, and torch's own stream (the numbers torch.randn_like(q) and torch.rand(B)
 // would draw, noise_streams.h). Seed and offset come from the torch generator's
 // philox_cuda_state and are unpacked in the kernel, so CUDA graph replays draw fresh numbers.
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAGeneratorImpl.h>
+// The host side (checks, outputs, generator) is hmc_step_cuda.cpp.
 #include <ATen/cuda/PhiloxUtils.cuh>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
-
-#include <mutex>
-#include <tuple>
 
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
-#include "../transition_request.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
-#include "device_info.h"
+#include "launch_params.h"
 
 namespace fused_hmc {
 namespace {
-
-using at::Tensor;
-
-enum class NoiseSource { kExternal, kPhilox, kTorchStream };
-
-template <typename scalar_t>
-struct TransitionParams {
-  const scalar_t* q;    // [B, d] contiguous, read-only
-  const scalar_t* mu;   // [d], read-only
-  scalar_t* q_new;      // [B, d] contiguous, written
-  bool* accepted;       // [B], written
-  int64_t batch;
-  int64_t dim;
-  StepSizes<scalar_t> steps;
-  int num_steps;
-  bool vectorized;  // every row of q, mu, q_new (and momentum) 16-byte aligned
-  // kExternal: momentum [B, d] contiguous and uniform [B] (float32, or scalar_t).
-  const scalar_t* momentum;
-  const void* uniform;
-  bool uniform_is_float;
-  // kPhilox / kTorchStream: the generator reservation, or an explicit philox seed.
-  at::PhiloxCudaState rng_state;
-  bool from_generator;
-  uint64_t seed;
-  uint64_t transition;
-  uint64_t blocks_per_transition;
-  // kTorchStream: torch's launch geometry for randn over B*d values and rand over B values, and
-  // the layout of torch.randn_like(q) in elements.
-  uint64_t randn_threads;
-  uint64_t rand_threads;
-  uint64_t randn_increment;
-  int64_t chain_stride;
-  int64_t dim_stride;
-  // Optional trace of the noise actually used: momentum [B, d], uniform [B] float32.
-  scalar_t* momentum_out;
-  float* uniform_out;
-};
 
 struct RngKey {
   uint64_t seed;
@@ -177,163 +131,38 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
   }
 }
 
-template <typename scalar_t, NoiseSource SOURCE, int GROUP, int CHUNKS>
-void launch_shape(const TransitionParams<scalar_t>& p, cudaStream_t stream) {
-  using G = GroupGeometry<GROUP>;
-  const int64_t blocks = (p.batch + G::kChainsPerBlock - 1) / G::kChainsPerBlock;
-  check_grid_size(blocks, p.batch);
-  hmc_transition_kernel<scalar_t, SOURCE, GROUP, CHUNKS>
-      <<<static_cast<unsigned>(blocks), G::kThreads, 0, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-template <typename scalar_t, NoiseSource SOURCE>
-void launch_transition(const TransitionParams<scalar_t>& p, int device, cudaStream_t stream) {
-  const DeviceInfo& dev = device_info(device);
-  const GroupShape shape =
-      choose_group_shape(p.dim, p.batch, int64_t{dev.sm_count} * dev.max_threads_per_sm);
-  with_group_shape(shape, [&](auto group, auto chunks) {
-    launch_shape<scalar_t, SOURCE, decltype(group)::value, decltype(chunks)::value>(p, stream);
-  });
-}
-
-// ---- host side ----------------------------------------------------------------------------------
-
-struct Outputs {
-  Tensor q_new, accepted, momentum, uniform;
-};
-
-Outputs allocate_outputs(const Tensor& q, bool traced) {
-  const auto contiguous = q.options().memory_format(at::MemoryFormat::Contiguous);
-  Outputs out{at::empty(q.sizes(), contiguous), at::empty({q.size(0)}, q.options().dtype(at::kBool)),
-              Tensor(), Tensor()};
-  if (traced) {
-    out.momentum = at::empty(q.sizes(), contiguous);
-    out.uniform = at::empty({q.size(0)}, q.options().dtype(at::kFloat));
-  }
-  return out;
-}
-
-template <typename scalar_t>
-TransitionParams<scalar_t> base_params(const Tensor& q, const Tensor& mu, Outputs& out,
-                                       double step_size, int64_t num_steps) {
-  TransitionParams<scalar_t> p{};
-  p.q = q.data_ptr<scalar_t>();
-  p.mu = mu.data_ptr<scalar_t>();
-  p.q_new = out.q_new.data_ptr<scalar_t>();
-  p.accepted = out.accepted.data_ptr<bool>();
-  p.batch = q.size(0);
-  p.dim = q.size(1);
-  p.steps = step_sizes<scalar_t>(step_size);
-  p.num_steps = static_cast<int>(num_steps);
-  p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
-                 rows_vectorizable(p.mu, p.dim, sizeof(scalar_t)) &&
-                 rows_vectorizable(p.q_new, p.dim, sizeof(scalar_t));
-  if (out.momentum.defined()) {
-    p.momentum_out = out.momentum.data_ptr<scalar_t>();
-    p.uniform_out = out.uniform.data_ptr<float>();
-  }
-  return p;
-}
-
-std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor& mu_in,
-                                               const Tensor& momentum_in, const Tensor& uniform_in,
-                                               double step_size, int64_t num_leapfrog_steps) {
-  check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
-  check_noise_inputs(q_in, momentum_in, uniform_in);
-  check_dim_supported(q_in, kMaxCudaDim, "CUDA");
-  const c10::cuda::CUDAGuard guard(q_in.device());
-  Outputs out = allocate_outputs(q_in, false);
-  if (q_in.size(0) == 0) return {out.q_new, out.accepted};
-  const Tensor q = q_in.contiguous(), mu = mu_in.contiguous();
-  const Tensor momentum = momentum_in.contiguous(), uniform = uniform_in.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_noise_cuda", [&] {
-    auto p = base_params<scalar_t>(q, mu, out, step_size, num_leapfrog_steps);
-    p.momentum = momentum.data_ptr<scalar_t>();
-    p.vectorized = p.vectorized && rows_vectorizable(p.momentum, p.dim, sizeof(scalar_t));
-    p.uniform = uniform.data_ptr();
-    p.uniform_is_float = uniform.scalar_type() == at::kFloat;
-    launch_transition<scalar_t, NoiseSource::kExternal>(p, q.get_device(),
-                                                     c10::cuda::getCurrentCUDAStream());
-  });
-  return {out.q_new, out.accepted};
-}
-
-// Reserves `increment` words of every subsequence from the generator, as torch's RNG ops do.
-at::PhiloxCudaState reserve(const std::optional<at::Generator>& generator, uint64_t increment) {
-  auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
-      generator, at::cuda::detail::getDefaultCUDAGenerator());
-  std::lock_guard<std::mutex> lock(gen->mutex_);
-  return gen->philox_cuda_state(increment);
-}
-
-Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
-                      int64_t num_leapfrog_steps, c10::string_view rng,
-                      const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
-                      int64_t transition, bool traced) {
-  check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
-  const NoiseMode mode = parse_noise_mode(rng);
-  check_stream_selection(mode, seed, transition);
-  check_dim_supported(q_in, kMaxCudaDim, "CUDA");
-  const c10::cuda::CUDAGuard guard(q_in.device());
-  Outputs out = allocate_outputs(q_in, traced);
-  if (q_in.size(0) == 0) return out;
-  const NoiseLayout layout = randn_like_layout(q_in);
-  const Tensor q = q_in.contiguous(), mu = mu_in.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_cuda", [&] {
-    auto p = base_params<scalar_t>(q, mu, out, step_size, num_leapfrog_steps);
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    if (mode == NoiseMode::kPhilox) {
-      p.blocks_per_transition = momentum_blocks<scalar_t>(p.dim) + 1;
-      p.from_generator = !seed.has_value();
-      p.seed = seed ? static_cast<uint64_t>(*seed) : 0;
-      p.transition = static_cast<uint64_t>(transition);
-      if (p.from_generator) p.rng_state = reserve(generator, 4 * p.blocks_per_transition);
-      launch_transition<scalar_t, NoiseSource::kPhilox>(p, q.get_device(), stream);
-      return;
-    }
-    const DeviceInfo& dev = device_info(q.get_device());
-    const auto randn = torch_draw_geometry(static_cast<uint64_t>(q.numel()),
-                                           sizeof(scalar_t) == 4 ? 4 : 2, dev.sm_count,
-                                           dev.max_threads_per_sm);
-    const auto rand = torch_draw_geometry(static_cast<uint64_t>(p.batch), 4, dev.sm_count,
-                                          dev.max_threads_per_sm);
-    p.from_generator = true;
-    p.randn_threads = randn.threads;
-    p.rand_threads = rand.threads;
-    p.randn_increment = randn.increment;
-    p.chain_stride = layout.chain_stride;
-    p.dim_stride = layout.dim_stride;
-    p.rng_state = reserve(generator, randn.increment + rand.increment);
-    launch_transition<scalar_t, NoiseSource::kTorchStream>(p, q.get_device(), stream);
-  });
-  return out;
-}
-
-std::tuple<Tensor, Tensor> hmc_step_cuda(const Tensor& q, const Tensor& mu, double step_size,
-                                         int64_t num_leapfrog_steps, c10::string_view rng,
-                                         const std::optional<at::Generator>& generator,
-                                         std::optional<int64_t> seed, int64_t transition) {
-  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
-                              transition, false);
-  return {out.q_new, out.accepted};
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cuda(
-    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    c10::string_view rng, const std::optional<at::Generator>& generator,
-    std::optional<int64_t> seed, int64_t transition) {
-  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
-                              transition, true);
-  return {out.q_new, out.accepted, out.momentum, out.uniform};
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) {
-  m.impl("hmc_step_noise", &hmc_step_noise_cuda);
-  m.impl("hmc_step", &hmc_step_cuda);
-  m.impl("hmc_step_traced", &hmc_step_traced_cuda);
+template <typename scalar_t>
+cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,
+                              int64_t resident_threads, cudaStream_t stream) {
+  const GroupShape shape = choose_group_shape(p.dim, p.batch, resident_threads);
+  with_group_shape(shape, [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    using Geometry = GroupGeometry<G>;
+    const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
+                                              Geometry::kChainsPerBlock);
+    switch (source) {
+      case NoiseSource::kExternal:
+        hmc_transition_kernel<scalar_t, NoiseSource::kExternal, G, C>
+            <<<blocks, Geometry::kThreads, 0, stream>>>(p);
+        break;
+      case NoiseSource::kPhilox:
+        hmc_transition_kernel<scalar_t, NoiseSource::kPhilox, G, C>
+            <<<blocks, Geometry::kThreads, 0, stream>>>(p);
+        break;
+      case NoiseSource::kTorchStream:
+        hmc_transition_kernel<scalar_t, NoiseSource::kTorchStream, G, C>
+            <<<blocks, Geometry::kThreads, 0, stream>>>(p);
+        break;
+    }
+  });
+  return cudaGetLastError();
 }
+
+template cudaError_t launch_transition<float>(const TransitionParams<float>&, NoiseSource, int64_t,
+                                              cudaStream_t);
+template cudaError_t launch_transition<double>(const TransitionParams<double>&, NoiseSource,
+                                               int64_t, cudaStream_t);
 
 }  // namespace fused_hmc

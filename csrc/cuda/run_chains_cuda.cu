@@ -1,51 +1,21 @@
-// CUDA: many HMC transitions of every chain in one launch (a persistent kernel), chain state,
-// Welford moments and acceptance statistics held in registers, writing only the kept draws.
+// CUDA kernel: many HMC transitions of every chain in one launch (a persistent kernel), with chain
+// state, Welford moments and acceptance statistics held in registers, writing only the kept draws.
 //
 // Transition t of chain c uses the native philox stream exactly as hmc_step(seed=, transition=t)
 // does and the same shared math, so splitting a run into calls, chunks or batches changes no bit
 // (the group shape depends on dim alone, so the energy reduction order is fixed too).
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
-
+// The host side is run_chains_cuda.cpp.
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
 #include "../math/philox_transition.h"
 #include "../math/thinning.h"
 #include "../math/welford.h"
-#include "../transition_request.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
+#include "launch_params.h"
 
 namespace fused_hmc {
 namespace {
-
-using at::Tensor;
-
-// Registers hold each thread's 16 coordinates of state, mean and m2; above 256 threads per chain
-// (dim 4096) a block could not keep them without spilling.
-constexpr int64_t kMaxRunChainsDim = int64_t{4} * 256 * kMaxChunksPerThread;
-
-template <typename scalar_t>
-struct RunChainsParams {
-  scalar_t* q;           // [B, d] chain state, read and written
-  const scalar_t* mu;    // [d]
-  scalar_t* samples;     // [B, K, d] kept draws of this call (any strides), or null
-  int64_t sample_chain_stride, sample_draw_stride, sample_dim_stride;
-  bool samples_vectorized;  // unit dim stride and every row 16-byte aligned
-  double* mean;          // [B, d] Welford mean, read and written
-  double* m2;            // [B, d] Welford sum of squared deviations, read and written
-  int64_t* accept_count;     // [B]
-  double* accept_prob_sum;   // [B]
-  int64_t batch, dim;
-  StepSizes<scalar_t> steps;
-  int num_steps;
-  PhiloxStream stream;
-  int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
-  bool vectorized;  // rows of q and mu 16-byte aligned
-};
 
 template <typename scalar_t, int GROUP, int CHUNKS>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
@@ -148,66 +118,23 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
   }
 }
 
-void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
-                     int64_t num_leapfrog_steps, int64_t seed, int64_t chain_offset,
-                     int64_t first_transition, int64_t num_transitions, int64_t thin,
-                     const Tensor& samples, const Tensor& mean, const Tensor& m2,
-                     const Tensor& accept_count, const Tensor& accept_prob_sum,
-                     int64_t kept_before) {
-  check_run_chains_inputs(q, mu, step_size, num_leapfrog_steps, chain_offset, first_transition,
-                          num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum,
-                          kept_before);
-  check_dim_supported(q, kMaxRunChainsDim, "CUDA run_chains");
-  if (num_transitions == 0 || q.size(0) == 0) return;
-  const c10::cuda::CUDAGuard guard(q.device());
-  const Tensor mu_c = mu.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "run_chains_cuda", [&] {
-    RunChainsParams<scalar_t> p{};
-    p.q = q.data_ptr<scalar_t>();
-    p.mu = mu_c.data_ptr<scalar_t>();
-    p.samples = samples.numel() > 0 ? samples.data_ptr<scalar_t>() : nullptr;
-    p.mean = mean.data_ptr<double>();
-    p.m2 = m2.data_ptr<double>();
-    p.accept_count = accept_count.data_ptr<int64_t>();
-    p.accept_prob_sum = accept_prob_sum.data_ptr<double>();
-    p.batch = q.size(0);
-    p.dim = q.size(1);
-    p.steps = step_sizes<scalar_t>(step_size);
-    p.num_steps = static_cast<int>(num_leapfrog_steps);
-    p.stream = PhiloxStream{static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(p.dim) + 1};
-    p.chain_offset = chain_offset;
-    p.first_transition = first_transition;
-    p.num_transitions = num_transitions;
-    p.thin = thin;
-    p.kept_before = kept_before;
-    p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
-                   rows_vectorizable(p.mu, p.dim, sizeof(scalar_t));
-    if (p.samples != nullptr) {
-      p.sample_chain_stride = samples.stride(0);
-      p.sample_draw_stride = samples.stride(1);
-      p.sample_dim_stride = samples.stride(2);
-      p.samples_vectorized = p.sample_dim_stride == 1 &&
-                             rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)) &&
-                             p.sample_chain_stride % 4 == 0 && p.sample_draw_stride % 4 == 0;
-    }
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    with_group_shape(group_shape_for_dim(p.dim), [&](auto group, auto chunks) {
-      constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-      if constexpr (G * C * 4 <= kMaxRunChainsDim) {  // larger shapes are excluded by the dim check
-        using Geometry = GroupGeometry<G>;
-        const int64_t blocks =
-            (p.batch + Geometry::kChainsPerBlock - 1) / Geometry::kChainsPerBlock;
-        check_grid_size(blocks, p.batch);
-        run_chains_kernel<scalar_t, G, C>
-            <<<static_cast<unsigned>(blocks), Geometry::kThreads, 0, stream>>>(p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      }
-    });
-  });
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("run_chains", &run_chains_cuda); }
+template <typename scalar_t>
+cudaError_t launch_run_chains(const RunChainsParams<scalar_t>& p, cudaStream_t stream) {
+  with_group_shape(group_shape_for_dim(p.dim), [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    if constexpr (G * C * 4 <= kMaxRunChainsDim) {  // larger shapes are excluded by the dim check
+      using Geometry = GroupGeometry<G>;
+      const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
+                                                Geometry::kChainsPerBlock);
+      run_chains_kernel<scalar_t, G, C><<<blocks, Geometry::kThreads, 0, stream>>>(p);
+    }
+  });
+  return cudaGetLastError();
+}
+
+template cudaError_t launch_run_chains<float>(const RunChainsParams<float>&, cudaStream_t);
+template cudaError_t launch_run_chains<double>(const RunChainsParams<double>&, cudaStream_t);
 
 }  // namespace fused_hmc

@@ -70,6 +70,8 @@ CASES = [
      ValueError, r"\btransition must be"),
     ("module-dim-mismatch", lambda q, mu, p, u, dev: fused_hmc.HMC(q.shape[1] + 1).to(dev)(q),
      ValueError, r"\bq must have shape \[batch, 5\]"),
+    ("module-dim-64-given-63", lambda q, mu, p, u, dev: fused_hmc.HMC(64).to(dev)(
+        torch.zeros(q.shape[0], 63, device=dev)), ValueError, r"\bq must have shape \[batch, 64\]"),
     ("module-rank", lambda q, mu, p, u, dev: fused_hmc.HMC(q.shape[1]).to(dev)(q[0]), ValueError,
      r"\bq must have shape"),
     ("module-int-q", lambda q, mu, p, u, dev: fused_hmc.HMC(q.shape[1]).to(dev)(q.long()),

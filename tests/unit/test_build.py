@@ -27,6 +27,7 @@ _PROBE = textwrap.dedent("""
     assert _build._state["loaded"] is False, _build._state
     assert not [p for p in torch.ops.loaded_libraries if "fused_hmc" in os.path.basename(p)]
     assert not [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fused_hmc::")]
+    assert not [m for m in sys.modules if m.startswith(("fused_hmc_cpu", "fused_hmc_cuda"))]
     assert os.listdir(os.environ["TORCH_EXTENSIONS_DIR"]) == [], "import started a build"
     print(f"IMPORT_OK {import_s:.3f}")
     if sys.argv[1] == "build":
@@ -73,8 +74,9 @@ def test_import_works_without_a_compiler_and_the_failure_is_explained_and_cached
 def fresh_state(monkeypatch):
     """A not-yet-loaded _state for this test only (the real extension stays loaded)."""
     fused_hmc.load_extension()
-    for key, value in {"loaded": False, "failure": None}.items():
-        monkeypatch.setitem(_build._state, key, value)
+    for key, value in {"loaded": False, "failure": None, "bindings": None}.items():
+        if key in _build._state:  # every key that says "already loaded"
+            monkeypatch.setitem(_build._state, key, value)
     return _build._state
 
 
