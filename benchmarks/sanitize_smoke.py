@@ -6,7 +6,7 @@ import torch
 from fused_hmc import ops
 
 for dtype in (torch.float32, torch.float64):
-    for batch, dim in ((1, 1), (3, 5), (33, 64), (7, 129), (5, 600), (2, 4099), (1, 8192)):
+    for batch, dim in ((1, 1), (3, 5), (33, 64), (7, 129), (5, 600), (2, 4093), (1, 4096)):
         q = torch.randn(batch, dim, device="cuda", dtype=dtype)
         mu = torch.randn(dim, device="cuda", dtype=dtype)
         ops.hmc_step_noise(q, mu, torch.randn_like(q), torch.rand(batch, device="cuda"), 0.1, 3)

@@ -62,6 +62,13 @@ void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backe
                     backend, " (", max_dim, ")");
 }
 
+void check_philox_counters(const at::Tensor& counters) {
+  TORCH_CHECK_VALUE(counters.dim() == 2 && counters.size(1) == 4,
+                    "counters must have shape [N, 4], got ", counters.sizes());
+  TORCH_CHECK_TYPE(counters.scalar_type() == at::kInt, "counters must be int32, got ",
+                   counters.scalar_type());
+}
+
 void check_batch_launchable(const at::Tensor& q) {
   TORCH_CHECK_VALUE(q.size(0) <= std::numeric_limits<int32_t>::max(), "batch ", q.size(0),
                     " is too large for one launch (at most 2^31 - 1 chains)");

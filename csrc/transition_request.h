@@ -28,6 +28,9 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.
 void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend);
+// counters [N, 4] int32 (read as uint32) for the raw philox4x32 op.
+void check_philox_counters(const at::Tensor& counters);
+
 // One launch covers at most 2^31 - 1 blocks, and a block holds at least one chain.
 void check_batch_launchable(const at::Tensor& q);
 

@@ -155,10 +155,7 @@ std::tuple<Tensor, Tensor> hmc_step_cpu(const Tensor& q, const Tensor& mu, doubl
 }
 
 Tensor philox4x32_cpu(const Tensor& counters, int64_t key) {
-  TORCH_CHECK_VALUE(counters.dim() == 2 && counters.size(1) == 4,
-                    "counters must have shape [N, 4], got ", counters.sizes());
-  TORCH_CHECK_TYPE(counters.scalar_type() == at::kInt, "counters must be int32, got ",
-                   counters.scalar_type());
+  check_philox_counters(counters);
   const Tensor in = counters.contiguous();
   Tensor out = at::empty_like(in);
   const auto* c = reinterpret_cast<const uint32_t*>(in.data_ptr<int32_t>());

@@ -67,16 +67,16 @@ void run_chains_kernel(const RunChainsParams& p, scalar_t* q_ptr, const scalar_t
         const uint64_t tu = static_cast<uint64_t>(t);
         const scalar_t change_sum = philox_proposal<scalar_t>(
             stream, chain, tu, p.dim, q, mu, steps, p.num_steps, proposal.data(), nullptr);
-        const PhiloxDecision decision = philox_decide(stream, chain, tu, change_sum);
+        const auto decision = philox_decide(stream_uniform(stream, chain, tu), change_sum);
         if (decision.accepted) std::copy(proposal.begin(), proposal.end(), q);
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
         if (!is_kept(t, p.thin)) continue;
         const int64_t k = kept_before(t, p.thin) - first_kept;  // this call's kept index
         sink.store(b, k, q, p.dim);
-        const int64_t count = p.kept_before + k + 1;
+        const double inv_count = 1.0 / static_cast<double>(p.kept_before + k + 1);
         for (int64_t j = 0; j < p.dim; ++j) {
-          welford_update(mean[j], m2[j], static_cast<double>(q[j]), count);
+          welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
         }
       }
       accept_count_ptr[b] = accept_count;

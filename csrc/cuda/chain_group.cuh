@@ -32,29 +32,52 @@ void with_group_shape(GroupShape shape, Launch&& launch) {
   switch (shape.group) {
     case 64: return wide(std::integral_constant<int, 64>{});
     case 128: return wide(std::integral_constant<int, 128>{});
-    case 256: return wide(std::integral_constant<int, 256>{});
     default: return wide(std::integral_constant<int, kMaxGroup>{});
   }
 }
 
-// Sum of `v` over the GROUP threads of a chain, returned to every one of them.
-template <int GROUP, typename T>
-__device__ __forceinline__ T group_sum(T v) {
+// The chain's sum of chunk partials in the canonical order of math/chunk_sum.h: part[c] is the
+// partial of chunk lane + c * GROUP (zero for chunks past the end). Lane butterflies with rising
+// offsets build the tree over the low chunk-index bits, warps (for groups above a warp) the next
+// bits, a thread's chunks the highest. Every thread of the group gets the root.
+template <int GROUP, int CHUNKS, typename T>
+__device__ __forceinline__ T group_chunk_sum(T (&part)[CHUNKS]) {
+  constexpr int kLanes = GROUP < kWarp ? GROUP : kWarp;
 #pragma unroll
-  for (int offset = (GROUP < kWarp ? GROUP : kWarp) / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset, GROUP < kWarp ? GROUP : kWarp);
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int offset = 1; offset < kLanes; offset *= 2) {
+      part[c] += __shfl_xor_sync(0xffffffffu, part[c], offset, kLanes);
+    }
   }
   if constexpr (GROUP > kWarp) {
-    __shared__ T warp_sums[GROUP / kWarp];
-    const int warp = threadIdx.x / kWarp;
-    if (threadIdx.x % kWarp == 0) warp_sums[warp] = v;
-    __syncthreads();
-    v = warp_sums[0];
+    constexpr int kWarps = GROUP / kWarp;
+    __shared__ T warp_parts[CHUNKS][kWarps];
+    if (threadIdx.x % kWarp == 0) {
 #pragma unroll
-    for (int w = 1; w < GROUP / kWarp; ++w) v += warp_sums[w];
+      for (int c = 0; c < CHUNKS; ++c) warp_parts[c][threadIdx.x / kWarp] = part[c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      T w[kWarps];
+#pragma unroll
+      for (int i = 0; i < kWarps; ++i) w[i] = warp_parts[c][i];
+#pragma unroll
+      for (int stride = 1; stride < kWarps; stride *= 2) {
+#pragma unroll
+        for (int i = 0; i + stride < kWarps; i += 2 * stride) w[i] += w[i + stride];
+      }
+      part[c] = w[0];
+    }
     __syncthreads();  // the slots may be reused by the next call
   }
-  return v;
+#pragma unroll
+  for (int stride = 1; stride < CHUNKS; stride *= 2) {
+#pragma unroll
+    for (int c = 0; c + stride < CHUNKS; c += 2 * stride) part[c] += part[c + stride];
+  }
+  return part[0];
 }
 
 // Lane 0's value of `v`, handed to every thread of the chain's group.

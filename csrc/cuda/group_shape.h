@@ -11,9 +11,11 @@ namespace fused_hmc {
 
 constexpr int kWarp = 32;
 constexpr int kThreadsPerSmallGroupBlock = 256;
-constexpr int kMaxGroup = 512;
+constexpr int kMaxGroup = 256;
 constexpr int kMaxChunksPerThread = 4;
-constexpr int64_t kMaxCudaDim = int64_t{4} * kMaxGroup * kMaxChunksPerThread;  // 8192
+// Each thread keeps its chunks of state (and in run_chains its Welford moments) in registers; above
+// 256 threads per chain a block could not hold them without spilling.
+constexpr int64_t kMaxCudaDim = int64_t{4} * kMaxGroup * kMaxChunksPerThread;  // 4096
 
 template <int GROUP>
 struct GroupGeometry {
@@ -44,12 +46,5 @@ inline GroupShape choose_group_shape(int64_t dim, int64_t batch, int64_t residen
   }
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
 }
-
-// The shape for a dimension alone, for kernels whose results must not depend on the batch size.
-inline GroupShape group_shape_for_dim(int64_t dim) { return choose_group_shape(dim, 0, 0); }
-
-// Registers hold each thread's 16 coordinates of state, mean and m2 in run_chains; above 256 threads
-// per chain (dim 4096) a block could not keep them without spilling.
-constexpr int64_t kMaxRunChainsDim = int64_t{4} * 256 * kMaxChunksPerThread;
 
 }  // namespace fused_hmc

@@ -156,12 +156,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cuda(
   return {out.q_new, out.accepted, out.momentum, out.uniform};
 }
 
+Tensor philox4x32_cuda(const Tensor& counters, int64_t key) {
+  check_philox_counters(counters);
+  const c10::cuda::CUDAGuard guard(counters.device());
+  const Tensor in = counters.contiguous();
+  Tensor out = at::empty_like(in);
+  C10_CUDA_CHECK(launch_philox_blocks(reinterpret_cast<const uint32_t*>(in.data_ptr<int32_t>()),
+                                      reinterpret_cast<uint32_t*>(out.data_ptr<int32_t>()),
+                                      in.size(0), static_cast<uint64_t>(key),
+                                      c10::cuda::getCurrentCUDAStream()));
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) {
   m.impl("hmc_step_noise", &hmc_step_noise_cuda);
   m.impl("hmc_step", &hmc_step_cuda);
   m.impl("hmc_step_traced", &hmc_step_traced_cuda);
+  m.impl("philox4x32", &philox4x32_cuda);
 }
 
 }  // namespace fused_hmc

@@ -65,7 +65,7 @@ __device__ __forceinline__ float draw_uniform(const TransitionParams<scalar_t>& 
 }
 
 template <typename scalar_t, NoiseSource SOURCE, int GROUP, int CHUNKS>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     hmc_transition_kernel(const TransitionParams<scalar_t> p) {
   const int lane = threadIdx.x % GROUP;
   const int64_t chain =
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
   const scalar_t* q_row = p.q + chain * p.dim;
 
   scalar_t current[CHUNKS][4], proposal[CHUNKS][4];
-  scalar_t change = 0;
+  scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
@@ -93,20 +93,20 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
         scalar_t x = x0;
         leapfrog_fused(x, mom, p.steps, p.num_steps);
         q = x + mu[e];
-        change += energy_change_twice(x0, momentum[e], x, mom);
+        change[c] += energy_change_twice(x0, momentum[e], x, mom);
       } else {
         leapfrog_exact(q, mom, mu[e], p.steps, p.num_steps);
-        change += energy_change_twice(x0, momentum[e], q - mu[e], mom);
+        change[c] += energy_change_twice(x0, momentum[e], q - mu[e], mom);
       }
       proposal[c][e] = q;
     }
     if (p.momentum_out != nullptr) store_chunk(p.momentum_out + chain * p.dim, j0, p.dim, false, momentum);
   }
-  change = group_sum<GROUP>(change);
+  const scalar_t change_sum = group_chunk_sum<GROUP>(change);
 
   bool accepted = false;
   if (lane == 0 && live) {
-    const scalar_t log_alpha = log_accept_ratio(change);
+    const scalar_t log_alpha = log_accept_ratio(change_sum);
     if constexpr (SOURCE == NoiseSource::kExternal) {
       accepted = p.uniform_is_float
                      ? metropolis_accept(static_cast<const float*>(p.uniform)[chain], log_alpha)
@@ -131,7 +131,24 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
   }
 }
 
+__global__ void philox_blocks_kernel(const PhiloxBlock* counters, PhiloxBlock* out, int64_t n,
+                                     uint64_t key) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = philox4x32_10(counters[i], static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_philox_blocks(const uint32_t* counters, uint32_t* out, int64_t n, uint64_t key,
+                                 cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  if (n == 0) return cudaSuccess;
+  philox_blocks_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      reinterpret_cast<const PhiloxBlock*>(counters), reinterpret_cast<PhiloxBlock*>(out), n, key);
+  return cudaGetLastError();
+}
 
 template <typename scalar_t>
 cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,

@@ -7,6 +7,7 @@
 
 #include "../math/thinning.h"
 #include "../transition_request.h"
+#include "device_info.h"
 #include "group_shape.h"
 #include "launch_params.h"
 
@@ -24,7 +25,7 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
   check_run_chains_inputs(q, mu, step_size, num_leapfrog_steps, chain_offset, first_transition,
                           num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum,
                           kept_before);
-  check_dim_supported(q, kMaxRunChainsDim, "CUDA run_chains");
+  check_dim_supported(q, kMaxCudaDim, "CUDA");
   check_batch_launchable(q);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::cuda::CUDAGuard guard(q.device());
@@ -58,6 +59,8 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
                              rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)) &&
                              p.sample_chain_stride % 4 == 0 && p.sample_draw_stride % 4 == 0;
     }
+    const DeviceInfo& dev = device_info(q.get_device());
+    p.resident_threads = int64_t{dev.sm_count} * dev.max_threads_per_sm;
     C10_CUDA_CHECK(launch_run_chains(p, c10::cuda::getCurrentCUDAStream()));
   });
 }

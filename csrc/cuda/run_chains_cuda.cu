@@ -3,7 +3,7 @@
 //
 // Transition t of chain c uses the native philox stream exactly as hmc_step(seed=, transition=t)
 // does and the same shared math, so splitting a run into calls, chunks or batches changes no bit
-// (the group shape depends on dim alone, so the energy reduction order is fixed too).
+// (the energy terms are summed in the canonical chunk order, whatever the group shape).
 // The host side is run_chains_cuda.cpp.
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
@@ -18,7 +18,7 @@ namespace fused_hmc {
 namespace {
 
 template <typename scalar_t, int GROUP, int CHUNKS>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     run_chains_kernel(const RunChainsParams<scalar_t> p) {
   const int lane = threadIdx.x % GROUP;
   const int64_t chain =
@@ -46,8 +46,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
 
   for (int64_t t = p.first_transition; t < p.first_transition + p.num_transitions; ++t) {
     const uint64_t tu = static_cast<uint64_t>(t);
+    // Drawn first: independent of the momentum, so its latency overlaps the integration.
+    const float uniform = lane == 0 && live ? stream_uniform(p.stream, stream_chain, tu) : 0.0f;
     scalar_t proposal[CHUNKS][4];
-    scalar_t change = 0;
+    scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
@@ -60,22 +62,22 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
         const scalar_t x0 = q[c][e] - mu[c][e];
         scalar_t x = x0, mom = momentum[e];
         leapfrog_fused(x, mom, p.steps, p.num_steps);
-        change += energy_change_twice(x0, momentum[e], x, mom);
+        change[c] += energy_change_twice(x0, momentum[e], x, mom);
         proposal[c][e] = x + mu[c][e];
       }
     }
-    change = group_sum<GROUP>(change);
+    const scalar_t change_sum = group_chunk_sum<GROUP>(change);
     bool accepted = false;
     if (lane == 0 && live) {
-      const PhiloxDecision decision = philox_decide(p.stream, stream_chain, tu, change);
+      const auto decision = philox_decide(uniform, change_sum);
       accepted = decision.accepted;
       accept_count += accepted ? 1 : 0;
-      accept_prob_sum += decision.accept_prob;
+      accept_prob_sum += static_cast<double>(decision.accept_prob);
     }
     accepted = group_broadcast<GROUP>(accepted);
     const bool kept = is_kept(t, p.thin);
     const int64_t k = kept_before(t, p.thin) - first_kept;
-    const double count = static_cast<double>(p.kept_before + k + 1);
+    const double inv_count = kept ? 1.0 / static_cast<double>(p.kept_before + k + 1) : 0.0;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
@@ -98,8 +100,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (j0 + e < p.dim) welford_update(mean[c][e], m2[c][e], static_cast<double>(q[c][e]),
-                                           static_cast<int64_t>(count));
+        if (j0 + e < p.dim) {
+          welford_update(mean[c][e], m2[c][e], static_cast<double>(q[c][e]), inv_count);
+        }
       }
     }
   }
@@ -122,14 +125,13 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
 
 template <typename scalar_t>
 cudaError_t launch_run_chains(const RunChainsParams<scalar_t>& p, cudaStream_t stream) {
-  with_group_shape(group_shape_for_dim(p.dim), [&](auto group, auto chunks) {
+  with_group_shape(choose_group_shape(p.dim, p.batch, p.resident_threads), [&](auto group,
+                                                                             auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    if constexpr (G * C * 4 <= kMaxRunChainsDim) {  // larger shapes are excluded by the dim check
-      using Geometry = GroupGeometry<G>;
-      const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
-                                                Geometry::kChainsPerBlock);
-      run_chains_kernel<scalar_t, G, C><<<blocks, Geometry::kThreads, 0, stream>>>(p);
-    }
+    using Geometry = GroupGeometry<G>;
+    const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
+                                              Geometry::kChainsPerBlock);
+    run_chains_kernel<scalar_t, G, C><<<blocks, Geometry::kThreads, 0, stream>>>(p);
   });
   return cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "chunk_sum.h"
 #include "gaussian_hmc.h"
 #include "host_device.h"
 #include "noise_streams.h"
@@ -17,56 +18,58 @@
 
 namespace fused_hmc {
 
-// Draws the chain's momentum and runs the leapfrog from q. Writes the proposal to `proposal` and,
-// if `momentum_out` is not null, the momentum drawn. Returns the summed energy_change_twice, i.e.
-// 2 * (H(proposed) - H(current)).
+// Draws the chain's momentum and runs the leapfrog from q. Writes the proposal to `proposal` and, if
+// `momentum_out` is not null, the momentum drawn. Returns the summed energy_change_twice, i.e.
+// 2 * (H(proposed) - H(current)), in the canonical chunk order of chunk_sum.h (the CUDA kernels'
+// order whatever their thread layout).
 //   q, proposal, momentum_out: [dim] of scalar_t (proposal must not alias q); mu: [dim].
 template <typename scalar_t>
 FHMC_HD scalar_t philox_proposal(const PhiloxStream& stream, uint64_t chain, uint64_t transition,
                                  int64_t dim, const scalar_t* q, const scalar_t* mu,
                                  StepSizes<scalar_t> steps, int num_steps, scalar_t* proposal,
                                  scalar_t* momentum_out) {
-  constexpr int kLanes = NormalsPerBlock<scalar_t>::value;
-  const int64_t blocks = static_cast<int64_t>(momentum_blocks<scalar_t>(dim));
-  scalar_t change_sum = 0;
-  for (int64_t k = 0; k < blocks; ++k) {
-    scalar_t normals[kLanes];
-    block_normals(stream_block(stream, chain, transition, static_cast<uint64_t>(k)), normals);
-    for (int lane = 0; lane < kLanes && k * kLanes + lane < dim; ++lane) {
-      const int64_t j = k * kLanes + lane;
-      const scalar_t x0 = q[j] - mu[j], p0 = normals[lane];
+  PairwiseChunkSum<scalar_t> change;
+  for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
+    scalar_t momentum[kChunkSize];
+    stream_chunk_momentum(stream, chain, transition, j0, dim, momentum);
+    scalar_t partial = 0;
+    for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
+      const int64_t j = j0 + e;
+      const scalar_t x0 = q[j] - mu[j], p0 = momentum[e];
       scalar_t x = x0, p = p0;
       leapfrog_fused(x, p, steps, num_steps);
-      change_sum += energy_change_twice(x0, p0, x, p);
+      partial += energy_change_twice(x0, p0, x, p);
       proposal[j] = x + mu[j];
       if (momentum_out) momentum_out[j] = p0;
     }
+    change.add(partial);
   }
-  return change_sum;
+  return change.total();
 }
 
-// min(1, exp(log_alpha)) in float64; a NaN log_alpha (a diverged proposal, always rejected)
-// gives 0.
+FHMC_HD float exp_rn(float v) { return expf(v); }
+FHMC_HD double exp_rn(double v) { return exp(v); }
+
+// min(1, exp(log_alpha)), computed in the chain's dtype; a NaN log_alpha (a diverged proposal,
+// always rejected) gives 0.
 template <typename scalar_t>
-FHMC_HD double accept_probability(scalar_t log_alpha) {
-  const double a = static_cast<double>(log_alpha);
-  if (a != a) return 0.0;
-  return a >= 0.0 ? 1.0 : exp(a);
+FHMC_HD scalar_t accept_probability(scalar_t log_alpha) {
+  if (log_alpha != log_alpha) return scalar_t(0);
+  return log_alpha >= scalar_t(0) ? scalar_t(1) : exp_rn(log_alpha);
 }
 
-// The Metropolis decision of (chain, transition) from its summed energy change.
+// The Metropolis decision of a transition from its uniform (stream_uniform, which callers may draw
+// early to overlap its latency) and its summed energy change.
+template <typename scalar_t>
 struct PhiloxDecision {
   bool accepted;
-  float uniform;       // the uniform drawn: word 0 of the transition's last block
-  double accept_prob;  // min(1, exp(log_alpha)), float64
+  scalar_t accept_prob;  // min(1, exp(log_alpha))
 };
 
 template <typename scalar_t>
-FHMC_HD PhiloxDecision philox_decide(const PhiloxStream& stream, uint64_t chain,
-                                     uint64_t transition, scalar_t change_sum) {
+FHMC_HD PhiloxDecision<scalar_t> philox_decide(float uniform, scalar_t change_sum) {
   const scalar_t log_alpha = log_accept_ratio(change_sum);
-  const float u = stream_uniform(stream, chain, transition);
-  return {metropolis_accept(u, log_alpha), u, accept_probability(log_alpha)};
+  return {metropolis_accept(uniform, log_alpha), accept_probability(log_alpha)};
 }
 
 }  // namespace fused_hmc

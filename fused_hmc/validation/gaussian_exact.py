@@ -55,7 +55,10 @@ def gaussian_hmc_exact(dim: int, step_size: float, num_leapfrog_steps: int) -> G
 
     d=64, L=10, eps=0.1 gives acceptance 0.9933021193 and lag-1 autocorrelation 0.542199.
     """
-    from scipy import integrate, stats
+    from .thresholds import _stats
+
+    stats = _stats()  # scipy, with a clear message when it is missing
+    from scipy import integrate
 
     m = leapfrog_matrix(step_size, num_leapfrog_steps)
     a_mat = 0.5 * (m.T @ m - np.eye(2))

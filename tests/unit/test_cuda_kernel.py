@@ -14,7 +14,7 @@ pytestmark = pytest.mark.cuda
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("shape", [(65536, 64), (2048, 1024), (64, 4096), (16, 8192), (5, 4099)])
+@pytest.mark.parametrize("shape", [(65536, 64), (2048, 1024), (64, 4096), (5, 4093)])
 def test_external_noise_parity_large_shapes(shape, dtype):
     q = torch.randn(*shape, device="cuda", dtype=dtype)
     mu = torch.randn(shape[1], device="cuda", dtype=dtype)
@@ -30,8 +30,8 @@ def test_external_noise_parity_large_shapes(shape, dtype):
 
 
 def test_dim_above_limit_is_a_clear_error():
-    q = torch.randn(2, 8193, device="cuda")
-    with pytest.raises(ValueError, match="dim 8193 is above the largest supported"):
+    q = torch.randn(2, 4097, device="cuda")
+    with pytest.raises(ValueError, match="dim 4097 is above the largest supported"):
         fused_hmc.hmc_step(q, rng="philox")
 
 
