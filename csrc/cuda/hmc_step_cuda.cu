@@ -7,6 +7,8 @@
 // would draw, noise_streams.h). Seed and offset come from the torch generator's
 // philox_cuda_state and are unpacked in the kernel, so CUDA graph replays draw fresh numbers.
 // The host side (checks, outputs, generator) is hmc_step_cuda.cpp.
+#include <tuple>  // before PhiloxUtils.cuh, whose unpack() returns std::tuple without including it
+
 #include <ATen/cuda/PhiloxUtils.cuh>
 
 #include "../math/gaussian_hmc.h"
