@@ -32,18 +32,36 @@ const auto& step_op() {
   return op;
 }
 
+// Raises the operator's errors as the Python exceptions torch would (ValueError, TypeError,
+// RuntimeError) through pybind11's own exception types, independent of torch's translators.
+template <typename Call>
+auto translating_errors(Call&& call) {
+  try {
+    return call();
+  } catch (const c10::ValueError& e) {
+    throw pybind11::value_error(e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    throw pybind11::type_error(e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hmc_step_noise",
         [](const Tensor& q, const Tensor& mu, const Tensor& momentum, const Tensor& uniform,
            double step_size, int64_t num_steps) {
-          return step_noise_op().call(q, mu, momentum, uniform, step_size, num_steps);
+          return translating_errors(
+              [&] { return step_noise_op().call(q, mu, momentum, uniform, step_size, num_steps); });
         });
   m.def("hmc_step",
         [](const Tensor& q, const Tensor& mu, double step_size, int64_t num_steps,
            const std::string& rng, std::optional<at::Generator> generator,
            std::optional<int64_t> seed, int64_t transition) {
-          return step_op().call(q, mu, step_size, num_steps, rng, generator, seed, transition);
+          return translating_errors([&] {
+            return step_op().call(q, mu, step_size, num_steps, rng, generator, seed, transition);
+          });
         });
 }

@@ -7,6 +7,7 @@ import fused_hmc
 from fused_hmc import ops
 
 device, entry = sys.argv[1], sys.argv[2]
+fused_hmc.load_extension()
 q = torch.randn(3, device=device)  # wrong rank
 mu = torch.zeros(3, device=device)
 try:

@@ -4,5 +4,4 @@ python3 -c "import fused_hmc._build as b; b.load_extension()" > /dev/null 2>&1
 for dev in cpu cuda; do for e in ops noise philox bindings; do
   python3 -X faulthandler benchmarks/diag/error_path.py $dev $e 2>&1 | grep -E "OK:|Fatal|File \"/work" | head -4
 done; done
-TORCH_SHOW_CPP_STACKTRACES=1 python3 benchmarks/diag/error_path.py cuda noise 2>&1 | tail -3
-cuda-gdb -batch -ex run -ex bt --args python3 benchmarks/diag/error_path.py cuda noise 2>&1 | grep -E "^#|signal" | head -30
+cuda-gdb -batch -ex run -ex bt --args python3 benchmarks/diag/error_path.py cpu bindings 2>&1 | grep -E "^#|SIG" | head -30
