@@ -3,74 +3,121 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 namespace fused_hmc {
+
+// Messages are assembled with std::string, never an ostream: where the extension's compiler is
+// newer than the libstdc++ loaded with torch, ostream number formatting compiled into the extension
+// crashes (seen on the H200 machine, /opt/gcc against the venv's libstdc++).
+namespace message {
+
+inline std::string piece(const char* s) { return s; }
+inline std::string piece(const std::string& s) { return s; }
+inline std::string piece(int64_t v) { return std::to_string(v); }
+inline std::string piece(int v) { return std::to_string(v); }
+inline std::string piece(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+inline std::string piece(at::ScalarType t) { return c10::toString(t); }
+inline std::string piece(const at::Device& d) { return d.str(); }
+inline std::string piece(at::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+template <typename... Parts>
+std::string join(const Parts&... parts) {
+  return (std::string() + ... + piece(parts));
+}
+
+}  // namespace message
+
+#define FHMC_CHECK_VALUE(cond, ...)                                                  \
+  if (!(cond))                                                                       \
+  throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},       \
+                        message::join(__VA_ARGS__))
+#define FHMC_CHECK_TYPE(cond, ...)                                                   \
+  if (!(cond))                                                                       \
+  throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},        \
+                       message::join(__VA_ARGS__))
 
 NoiseMode parse_noise_mode(c10::string_view rng) {
   if (rng == "philox") return NoiseMode::kPhilox;
   if (rng == "torch") return NoiseMode::kTorch;
-  TORCH_CHECK_VALUE(false, "rng must be \"philox\" or \"torch\", got \"", std::string(rng), "\"");
+  throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                        message::join("rng must be \"philox\" or \"torch\", got \"",
+                                      std::string(rng), "\""));
 }
 
 void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps) {
-  TORCH_CHECK_VALUE(q.dim() == 2, "q must be a 2-D tensor [batch, dim], got shape ", q.sizes());
-  TORCH_CHECK_TYPE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
+  FHMC_CHECK_VALUE(q.dim() == 2, "q must be a 2-D tensor [batch, dim], got shape ", q.sizes());
+  FHMC_CHECK_TYPE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
                    "q must be float32 or float64, got ", q.scalar_type());
-  TORCH_CHECK_VALUE(q.size(1) >= 1, "q must have dim >= 1, got shape ", q.sizes());
-  TORCH_CHECK_VALUE(mu.dim() == 1 && mu.size(0) == q.size(1), "mu must have shape [", q.size(1),
+  FHMC_CHECK_VALUE(q.size(1) >= 1, "q must have dim >= 1, got shape ", q.sizes());
+  FHMC_CHECK_VALUE(mu.dim() == 1 && mu.size(0) == q.size(1), "mu must have shape [", q.size(1),
                     "] to match q's dim, got ", mu.sizes());
-  TORCH_CHECK_TYPE(mu.scalar_type() == q.scalar_type(), "mu must have q's dtype ",
+  FHMC_CHECK_TYPE(mu.scalar_type() == q.scalar_type(), "mu must have q's dtype ",
                    q.scalar_type(), ", got ", mu.scalar_type());
-  TORCH_CHECK_VALUE(mu.device() == q.device(), "mu must be on q's device ", q.device(), ", got ",
+  FHMC_CHECK_VALUE(mu.device() == q.device(), "mu must be on q's device ", q.device(), ", got ",
                     mu.device());
-  TORCH_CHECK_VALUE(std::isfinite(step_size) && step_size > 0,
+  FHMC_CHECK_VALUE(std::isfinite(step_size) && step_size > 0,
                     "step_size must be finite and > 0, got ", step_size);
-  TORCH_CHECK_VALUE(num_leapfrog_steps >= 1 &&
+  FHMC_CHECK_VALUE(num_leapfrog_steps >= 1 &&
                         num_leapfrog_steps <= std::numeric_limits<int32_t>::max(),
                     "num_leapfrog_steps must be in [1, 2^31 - 1], got ", num_leapfrog_steps);
 }
 
 void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const at::Tensor& uniform) {
-  TORCH_CHECK_VALUE(momentum.sizes() == q.sizes(), "momentum must have q's shape ", q.sizes(),
+  FHMC_CHECK_VALUE(momentum.sizes() == q.sizes(), "momentum must have q's shape ", q.sizes(),
                     ", got ", momentum.sizes());
-  TORCH_CHECK_TYPE(momentum.scalar_type() == q.scalar_type(), "momentum must have q's dtype ",
+  FHMC_CHECK_TYPE(momentum.scalar_type() == q.scalar_type(), "momentum must have q's dtype ",
                    q.scalar_type(), ", got ", momentum.scalar_type());
-  TORCH_CHECK_VALUE(momentum.device() == q.device(), "momentum must be on q's device ",
+  FHMC_CHECK_VALUE(momentum.device() == q.device(), "momentum must be on q's device ",
                     q.device(), ", got ", momentum.device());
-  TORCH_CHECK_VALUE(uniform.dim() == 1 && uniform.size(0) == q.size(0),
+  FHMC_CHECK_VALUE(uniform.dim() == 1 && uniform.size(0) == q.size(0),
                     "uniform must have shape [", q.size(0), "] (one per chain), got ",
                     uniform.sizes());
-  TORCH_CHECK_TYPE(uniform.scalar_type() == at::kFloat || uniform.scalar_type() == q.scalar_type(),
+  FHMC_CHECK_TYPE(uniform.scalar_type() == at::kFloat || uniform.scalar_type() == q.scalar_type(),
                    "uniform must be float32 or q's dtype ", q.scalar_type(), ", got ",
                    uniform.scalar_type());
-  TORCH_CHECK_VALUE(uniform.device() == q.device(), "uniform must be on q's device ", q.device(),
+  FHMC_CHECK_VALUE(uniform.device() == q.device(), "uniform must be on q's device ", q.device(),
                     ", got ", uniform.device());
 }
 
 void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition) {
-  TORCH_CHECK_VALUE(!seed.has_value() || mode == NoiseMode::kPhilox,
+  FHMC_CHECK_VALUE(!seed.has_value() || mode == NoiseMode::kPhilox,
                     "seed= keys the native stream and needs rng=\"philox\"");
-  TORCH_CHECK_VALUE(transition >= 0, "transition must be >= 0, got ", transition);
-  TORCH_CHECK_VALUE(transition == 0 || seed.has_value(),
+  FHMC_CHECK_VALUE(transition >= 0, "transition must be >= 0, got ", transition);
+  FHMC_CHECK_VALUE(transition == 0 || seed.has_value(),
                     "transition= selects a transition of an explicitly seeded stream; pass seed= too");
 }
 
 void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend) {
-  TORCH_CHECK_VALUE(q.size(1) <= max_dim, "dim ", q.size(1), " is above the largest supported on ",
+  FHMC_CHECK_VALUE(q.size(1) <= max_dim, "dim ", q.size(1), " is above the largest supported on ",
                     backend, " (", max_dim, ")");
 }
 
 void check_philox_counters(const at::Tensor& counters) {
-  TORCH_CHECK_VALUE(counters.dim() == 2 && counters.size(1) == 4,
+  FHMC_CHECK_VALUE(counters.dim() == 2 && counters.size(1) == 4,
                     "counters must have shape [N, 4], got ", counters.sizes());
-  TORCH_CHECK_TYPE(counters.scalar_type() == at::kInt, "counters must be int32, got ",
+  FHMC_CHECK_TYPE(counters.scalar_type() == at::kInt, "counters must be int32, got ",
                    counters.scalar_type());
 }
 
+void check_device_index(int device, int limit) {
+  FHMC_CHECK_VALUE(device >= 0 && device < limit, "device index ", device, " is out of range [0, ",
+                   limit, ")");
+}
+
 void check_batch_launchable(const at::Tensor& q) {
-  TORCH_CHECK_VALUE(q.size(0) <= std::numeric_limits<int32_t>::max(), "batch ", q.size(0),
+  FHMC_CHECK_VALUE(q.size(0) <= std::numeric_limits<int32_t>::max(), "batch ", q.size(0),
                     " is too large for one launch (at most 2^31 - 1 chains)");
 }
 
@@ -83,11 +130,11 @@ namespace {
 
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
                         at::IntArrayRef shape, at::ScalarType dtype) {
-  TORCH_CHECK_VALUE(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
-  TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
-  TORCH_CHECK_VALUE(t.device() == q.device(), name, " must be on q's device ", q.device(),
+  FHMC_CHECK_VALUE(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
+  FHMC_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
+  FHMC_CHECK_VALUE(t.device() == q.device(), name, " must be on q's device ", q.device(),
                     ", got ", t.device());
-  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
+  FHMC_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
 }
 
 }  // namespace
@@ -99,25 +146,25 @@ void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double s
                              const at::Tensor& m2, const at::Tensor& accept_count,
                              const at::Tensor& accept_prob_sum, int64_t kept_before) {
   check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  TORCH_CHECK_VALUE(q.is_contiguous(), "q (the chain state, updated in place) must be contiguous");
-  TORCH_CHECK_VALUE(chain_offset >= 0, "chain_offset must be >= 0, got ", chain_offset);
-  TORCH_CHECK_VALUE(first_transition >= 0, "first_transition must be >= 0, got ",
+  FHMC_CHECK_VALUE(q.is_contiguous(), "q (the chain state, updated in place) must be contiguous");
+  FHMC_CHECK_VALUE(chain_offset >= 0, "chain_offset must be >= 0, got ", chain_offset);
+  FHMC_CHECK_VALUE(first_transition >= 0, "first_transition must be >= 0, got ",
                     first_transition);
-  TORCH_CHECK_VALUE(num_transitions >= 0, "num_transitions must be >= 0, got ", num_transitions);
-  TORCH_CHECK_VALUE(num_transitions <= std::numeric_limits<int64_t>::max() - first_transition,
+  FHMC_CHECK_VALUE(num_transitions >= 0, "num_transitions must be >= 0, got ", num_transitions);
+  FHMC_CHECK_VALUE(num_transitions <= std::numeric_limits<int64_t>::max() - first_transition,
                     "first_transition + num_transitions overflows int64");
-  TORCH_CHECK_VALUE(thin >= 1, "thin must be >= 1, got ", thin);
-  TORCH_CHECK_VALUE(kept_before >= 0, "kept_before must be >= 0, got ", kept_before);
+  FHMC_CHECK_VALUE(thin >= 1, "thin must be >= 1, got ", thin);
+  FHMC_CHECK_VALUE(kept_before >= 0, "kept_before must be >= 0, got ", kept_before);
   const int64_t batch = q.size(0), dim = q.size(1);
   const int64_t kept = (first_transition + num_transitions) / thin - first_transition / thin;
   if (samples.numel() > 0) {
-    TORCH_CHECK_VALUE(samples.dim() == 3 && samples.size(0) == batch && samples.size(1) == kept &&
+    FHMC_CHECK_VALUE(samples.dim() == 3 && samples.size(0) == batch && samples.size(1) == kept &&
                           samples.size(2) == dim,
                       "samples must be empty or have shape [", batch, ", ", kept, ", ", dim,
                       "] (chains, draws kept by this call, dim), got ", samples.sizes());
-    TORCH_CHECK_TYPE(samples.scalar_type() == q.scalar_type(), "samples must have q's dtype ",
+    FHMC_CHECK_TYPE(samples.scalar_type() == q.scalar_type(), "samples must have q's dtype ",
                      q.scalar_type(), ", got ", samples.scalar_type());
-    TORCH_CHECK_VALUE(samples.device() == q.device(), "samples must be on q's device ",
+    FHMC_CHECK_VALUE(samples.device() == q.device(), "samples must be on q's device ",
                       q.device(), ", got ", samples.device());
   }
   check_chain_buffer(q, mean, "mean", {batch, dim}, at::kDouble);

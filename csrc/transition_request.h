@@ -31,6 +31,9 @@ void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backe
 // counters [N, 4] int32 (read as uint32) for the raw philox4x32 op.
 void check_philox_counters(const at::Tensor& counters);
 
+// A CUDA device index the per-device tables can hold.
+void check_device_index(int device, int limit);
+
 // One launch covers at most 2^31 - 1 blocks, and a block holds at least one chain.
 void check_batch_launchable(const at::Tensor& q);
 

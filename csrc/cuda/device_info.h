@@ -7,6 +7,8 @@
 #include <array>
 #include <mutex>
 
+#include "../transition_request.h"
+
 namespace fused_hmc {
 
 struct DeviceInfo {
@@ -17,7 +19,7 @@ struct DeviceInfo {
 inline const DeviceInfo& device_info(int device) {
   static std::array<DeviceInfo, 64> infos{};
   static std::array<std::once_flag, 64> once;
-  TORCH_CHECK(device >= 0 && device < 64, "fused_hmc: device index ", device, " out of range");
+  check_device_index(device, 64);
   std::call_once(once[device], [device] {
     DeviceInfo& info = infos[device];
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device));

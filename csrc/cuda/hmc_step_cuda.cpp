@@ -20,10 +20,6 @@ namespace {
 
 using at::Tensor;
 
-int64_t resident_threads(const Tensor& q) {
-  const DeviceInfo& dev = device_info(q.get_device());
-  return int64_t{dev.sm_count} * dev.max_threads_per_sm;
-}
 
 struct Outputs {
   Tensor q_new, accepted, momentum, uniform;
@@ -80,8 +76,8 @@ std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor&
     p.vectorized = p.vectorized && rows_vectorizable(p.momentum, p.dim, sizeof(scalar_t));
     p.uniform = uniform.data_ptr();
     p.uniform_is_float = uniform.scalar_type() == at::kFloat;
-    C10_CUDA_CHECK(launch_transition(p, NoiseSource::kExternal, resident_threads(q),
-                                      c10::cuda::getCurrentCUDAStream()));
+    C10_CUDA_CHECK(
+        launch_transition(p, NoiseSource::kExternal, c10::cuda::getCurrentCUDAStream()));
   });
   return {out.q_new, out.accepted};
 }
@@ -117,7 +113,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
       p.seed = seed ? static_cast<uint64_t>(*seed) : 0;
       p.transition = static_cast<uint64_t>(transition);
       if (p.from_generator) p.rng_state = reserve(generator, 4 * p.blocks_per_transition);
-      C10_CUDA_CHECK(launch_transition(p, NoiseSource::kPhilox, resident_threads(q), stream));
+      C10_CUDA_CHECK(launch_transition(p, NoiseSource::kPhilox, stream));
       return;
     }
     const DeviceInfo& dev = device_info(q.get_device());
@@ -133,7 +129,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
     p.chain_stride = layout.chain_stride;
     p.dim_stride = layout.dim_stride;
     p.rng_state = reserve(generator, randn.increment + rand.increment);
-    C10_CUDA_CHECK(launch_transition(p, NoiseSource::kTorchStream, resident_threads(q), stream));
+    C10_CUDA_CHECK(launch_transition(p, NoiseSource::kTorchStream, stream));
   });
   return out;
 }

@@ -154,9 +154,8 @@ cudaError_t launch_philox_blocks(const uint32_t* counters, uint32_t* out, int64_
 
 template <typename scalar_t>
 cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,
-                              int64_t resident_threads, cudaStream_t stream) {
-  const GroupShape shape = choose_group_shape(p.dim, p.batch, resident_threads);
-  with_group_shape(shape, [&](auto group, auto chunks) {
+                              cudaStream_t stream) {
+  with_group_shape(choose_group_shape(p.dim), [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     using Geometry = GroupGeometry<G>;
     const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
@@ -179,9 +178,9 @@ cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource s
   return cudaGetLastError();
 }
 
-template cudaError_t launch_transition<float>(const TransitionParams<float>&, NoiseSource, int64_t,
+template cudaError_t launch_transition<float>(const TransitionParams<float>&, NoiseSource,
                                               cudaStream_t);
 template cudaError_t launch_transition<double>(const TransitionParams<double>&, NoiseSource,
-                                               int64_t, cudaStream_t);
+                                               cudaStream_t);
 
 }  // namespace fused_hmc

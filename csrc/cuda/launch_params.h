@@ -54,10 +54,10 @@ struct TransitionParams {
   float* uniform_out;
 };
 
-// One transition of every chain. resident_threads = SMs * max threads per SM picks the group shape.
+// One transition of every chain.
 template <typename scalar_t>
 cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,
-                              int64_t resident_threads, cudaStream_t stream);
+                              cudaStream_t stream);
 
 // Raw Philox4x32-10 blocks: counters and out are [n, 4] uint32.
 cudaError_t launch_philox_blocks(const uint32_t* counters, uint32_t* out, int64_t n, uint64_t key,
@@ -80,7 +80,6 @@ struct RunChainsParams {
   PhiloxStream stream;
   int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
   bool vectorized;  // rows of q and mu 16-byte aligned
-  int64_t resident_threads;  // SMs * max threads per SM, for the group shape
 };
 
 // Transitions [first_transition, first_transition + num_transitions) of every chain.

@@ -7,7 +7,6 @@
 
 #include "../math/thinning.h"
 #include "../transition_request.h"
-#include "device_info.h"
 #include "group_shape.h"
 #include "launch_params.h"
 
@@ -59,8 +58,6 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
                              rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)) &&
                              p.sample_chain_stride % 4 == 0 && p.sample_draw_stride % 4 == 0;
     }
-    const DeviceInfo& dev = device_info(q.get_device());
-    p.resident_threads = int64_t{dev.sm_count} * dev.max_threads_per_sm;
     C10_CUDA_CHECK(launch_run_chains(p, c10::cuda::getCurrentCUDAStream()));
   });
 }

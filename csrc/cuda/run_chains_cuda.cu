@@ -125,8 +125,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
 
 template <typename scalar_t>
 cudaError_t launch_run_chains(const RunChainsParams<scalar_t>& p, cudaStream_t stream) {
-  with_group_shape(choose_group_shape(p.dim, p.batch, p.resident_threads), [&](auto group,
-                                                                             auto chunks) {
+  with_group_shape(choose_group_shape(p.dim), [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     using Geometry = GroupGeometry<G>;
     const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /
