@@ -74,7 +74,7 @@ def test_accept_decision_follows_exact_energy_change(device, dtype, steps, eps):
     margin = 64 * (torch.finfo(dtype).eps / 2) * (1 + 2 * h0 + dh)
     accept_u = torch.exp(-dh - margin).clamp(max=1.0 - 1e-7)
     reject_u = torch.exp(-dh + margin)
-    can_reject = (reject_u < 1) & (reject_u > 1e-9)
+    can_reject = ((reject_u < 1) & (reject_u > 1e-9)).cpu()
     assert can_reject.float().mean() > 0.2
     for uniform, want in ((accept_u, True), (reject_u.clamp(max=1.0), False)):
         uniform = uniform.to(dtype=dtype, device=device)
