@@ -65,10 +65,10 @@ def main() -> None:
     rows["fused_hmc op philox (no Python wrapper)"] = time_per_call(philox, 5000)
     rows["fused_hmc torch mode, CUDA graph (100/graph)"] = time_graph(lambda: ours(q), 100)
     rows["fused_hmc philox, CUDA graph (100/graph)"] = time_graph(philox, 100)
-    empty = torch.empty(0, device="cuda")
-    rows["floor: empty torch op launch (torch.add on 0 elements)"] = time_per_call(
-        lambda: torch.add(empty, 1), 5000)
-    rows["floor: empty kernel in a CUDA graph"] = time_graph(lambda: torch.add(empty, 1), 100)
+    one = torch.zeros(1, device="cuda")
+    rows["floor: smallest torch op launch (add on 1 element)"] = time_per_call(
+        lambda: torch.add(one, 1), 5000)
+    rows["floor: smallest kernel in a CUDA graph"] = time_graph(lambda: torch.add(one, 1), 100)
 
     big = torch.randn(1 << 20, D, device="cuda")
     big_mu = torch.zeros(D, device="cuda")
