@@ -42,10 +42,24 @@ class HMC(nn.Module):
         if q.dim() != 2 or q.shape[1] != self.dim:
             raise ValueError(f"q must have shape [batch, {self.dim}], got {list(q.shape)}")
         mu = self.mu
-        if mu.dtype != q.dtype and q.dtype == torch.float64 and mu.dtype == torch.float32:
-            mu = mu.to(torch.float64)  # the reference promotes its float32 buffer the same way
+        if q.is_floating_point() and mu.dtype != q.dtype:
+            q, mu, momentum, uniform = self._promote_like_reference(q, mu, momentum, uniform)
         return hmc_step(q, mu, step_size=self.step_size, num_leapfrog_steps=self.num_leapfrog_steps,
                         rng=self.rng, generator=self.generator, momentum=momentum, uniform=uniform)
+
+    def _promote_like_reference(self, q, mu, momentum, uniform):
+        """Mixed float32/float64 q and mu: compute in the wider dtype, as the reference does.
+
+        The widening is exact, so the results match the reference's promoted arithmetic. When q is
+        the narrower one, the reference draws its momentum in q's dtype first: so do we.
+        """
+        wide = torch.promote_types(q.dtype, mu.dtype)
+        if wide != q.dtype and momentum is None and self.rng == "torch":
+            momentum = torch.empty_like(q).normal_(generator=self.generator)
+            uniform = torch.rand(q.shape[0], device=q.device, generator=self.generator)
+        if momentum is not None:
+            momentum = momentum.to(wide)
+        return q.to(wide), mu.to(wide), momentum, uniform
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, num_leapfrog_steps={self.num_leapfrog_steps}, "

@@ -122,3 +122,22 @@ def test_module_holds_reference_ctor_arguments():
     default = fused_hmc.HMC(64)
     assert (default.num_leapfrog_steps, default.step_size) == (10, 0.1)
     assert "mu" in dict(default.named_buffers())
+
+
+def test_float64_module_on_float32_q_promotes_like_the_reference(device):
+    """HMC(d).double() given float32 q: the reference draws its noise in float32 and computes in
+    float64 (its mu buffer is float64), returning float64; so must we, under the same seed."""
+    gen = seeded_generator("module-promote")
+    q = randn(gen, 512, 16, device=device)
+    ref = ReferenceModel(16).to(device).double()
+    ours = fused_hmc.HMC(16).to(device).double()
+    (q_ref, acc_ref), state_ref, next_ref = _run_seeded(ref, q, 5, device)
+    (q_new, acc), state, following = _run_seeded(ours, q, 5, device)
+    assert q_new.dtype == q_ref.dtype == torch.float64
+    torch.manual_seed(5)
+    momentum = torch.randn_like(q)
+    uniform = torch.rand(q.shape[0], device=device)
+    agree = assert_accepted_agree(acc, acc_ref, q.double(), ref.mu, momentum.double(), uniform,
+                                  0.1, 10)
+    assert_bitwise_where_agree(q_new, q_ref, agree)
+    assert torch.equal(state, state_ref) and torch.equal(following, next_ref)
