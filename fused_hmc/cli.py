@@ -1,4 +1,4 @@
-"""Command line: ``fused-hmc sample|validate|bench`` (also ``python -m fused_hmc``)."""
+"""Command line: ``fused-hmc sample|validate`` (also ``python -m fused_hmc``)."""
 from __future__ import annotations
 
 import argparse

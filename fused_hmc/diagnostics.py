@@ -13,7 +13,7 @@ improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2):
 Draws are arrays or tensors shaped (chain, draw, dim) (or (chain, draw) for one dimension). The cost
 is dominated by sorting chain * draw values once per dimension and estimator (ranks), about a second
 per million values on one core, so :func:`diagnose` can limit the chains and dimensions it looks at.
-The optional dependencies are installed with ``pip install "fused_hmc[diagnostics]"``.
+They are dependencies of the package (arviz-stats, arviz-base, xarray, xarray-einstats).
 """
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def _arviz_stats():
         arviz_stats.ess  # noqa: B018 - the array API is missing when an optional import failed
     except (ImportError, AttributeError) as exc:
         raise ImportError(
-            "fused_hmc's ESS/R-hat diagnostics need arviz-stats with its xarray extras: "
-            'pip install "fused_hmc[diagnostics]" (arviz-stats, arviz-base, xarray, '
-            "xarray-einstats)") from exc
+            "fused_hmc's ESS/R-hat diagnostics need arviz-stats with its xarray extras "
+            "(dependencies of fused_hmc): pip install arviz-stats arviz-base xarray "
+            "xarray-einstats") from exc
     return arviz_stats
 
 

@@ -64,8 +64,8 @@ class SampleResult(NamedTuple):
         try:
             from arviz_base import from_dict
         except ImportError as exc:
-            raise ImportError('to_arviz() needs arviz-base: pip install "fused_hmc[diagnostics]"'
-                              ) from exc
+            raise ImportError("to_arviz() needs arviz-base, a dependency of fused_hmc: "
+                              "pip install arviz-base") from exc
         import warnings
 
         import numpy as np
