@@ -97,10 +97,7 @@ def main() -> None:
                                           + (" --no-jax" if args.no_jax else "")),
                "seconds_1000_transitions_2048x64": rows,
                "seconds_per_transition": per_transition}
-    dirs = [Path(__file__).resolve().parent / "results"]
-    if os.environ.get("OUT"):
-        dirs.append(Path(os.environ["OUT"]))
-    save(results, "bench_long_chains.json", dirs)
+    save(results, "bench_long_chains.json")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ with 100 transitions captured in one graph. Writes JSON to benchmarks/results/ (
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -87,10 +86,7 @@ def main() -> None:
                                           + (" --quick" if args.quick else "")),
                "config": {"B": B, "d": D, "L": L, "eps": EPS},
                "seconds_per_transition": rows}
-    dirs = [Path(__file__).resolve().parent / "results"]
-    if os.environ.get("OUT"):
-        dirs.append(Path(os.environ["OUT"]))
-    save(results, "bench_transition.json", dirs)
+    save(results, "bench_transition.json")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,13 @@ def _driver_version() -> str | None:
         return None
 
 
-def save(results: dict, name: str, out_dirs: list[Path]) -> None:
-    for d in out_dirs:
+def save(results: dict, name: str) -> None:
+    """Writes the JSON to benchmarks/results/ and, on the device machine, to $OUT."""
+    import os
+
+    dirs = [Path(__file__).resolve().parent / "results"]
+    if os.environ.get("OUT"):
+        dirs.append(Path(os.environ["OUT"]))
+    for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
         (d / name).write_text(json.dumps(results, indent=2) + "\n")
