@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One device call: build, CUDA tests, sanitizers, benchmarks. Logs go to $OUT (or ./gpu_logs).
-# Usage: bash benchmarks/gpu_session.sh [pytest selection ...]
+# Usage: [STEPS="build bench"] bash benchmarks/gpu_session.sh [pytest selection ...]
+# STEPS picks steps by name (default: all). The bench step (benchmarks/run.py) gets the time left
+# until BENCH_DEADLINE seconds after this script started (default 555, inside a 10-minute call).
+# $OUT receives build.log tests.log sanitizers.log bench.log bench_suite.json validate.log.
 # Wheels carried in .whl/ (BlackJAX, ArviZ) are installed to /tmp/site first.
 set -uo pipefail
 OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
@@ -13,6 +16,7 @@ fi
 status=()
 step() {  # name, command...
   local name=$1; shift
+  [[ -z "${STEPS:-}" || " $STEPS " == *" $name "* ]] || return 0
   local t0=$SECONDS
   "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
@@ -20,10 +24,10 @@ step() {  # name, command...
   tail -n 15 "$OUT/$name.log"
 }
 step build bash -c "nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c \"import fused_hmc._build as b; b.load_extension(); assert b.has_cuda_kernels(); print('cuda kernels loaded')\""
-grep -E "spill|Used [0-9]+ registers" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5
+grep -sE "spill|Used [0-9]+ registers" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5
 step tests python3 -m pytest -q -m cuda -p no:cacheprovider "${@:-tests}"
 step sanitizers bash -c "compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py && compute-sanitizer --tool racecheck --error-exitcode 3 python3 benchmarks/sanitize_smoke.py"
-step bench python3 benchmarks/bench_transition.py ${BENCH_ARGS:-}
-step bench_long python3 benchmarks/bench_long_chains.py
+bench_budget=$(( ${BENCH_DEADLINE:-555} - SECONDS )); (( bench_budget < 60 )) && bench_budget=60
+step bench python3 benchmarks/run.py --budget "$bench_budget" ${BENCH_ARGS:-}
 [ -d fused_hmc/validation ] && step validate python3 -m fused_hmc validate --device cuda
 printf '%s\n' "${status[@]}"
