@@ -1,51 +1,11 @@
 #include "transition_request.h"
 
-#include <c10/util/Exception.h>
-
 #include <cmath>
-#include <cstdio>
 #include <limits>
-#include <string>
+
+#include "check_message.h"
 
 namespace fused_hmc {
-
-// Messages are assembled with std::string, never an ostream: where the extension's compiler is
-// newer than the libstdc++ loaded with torch, ostream number formatting compiled into the extension
-// crashes (seen on the H200 machine, /opt/gcc against the venv's libstdc++).
-namespace message {
-
-inline std::string piece(const char* s) { return s; }
-inline std::string piece(const std::string& s) { return s; }
-inline std::string piece(int64_t v) { return std::to_string(v); }
-inline std::string piece(int v) { return std::to_string(v); }
-inline std::string piece(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-inline std::string piece(at::ScalarType t) { return c10::toString(t); }
-inline std::string piece(const at::Device& d) { return d.str(); }
-inline std::string piece(at::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
-template <typename... Parts>
-std::string join(const Parts&... parts) {
-  return (std::string() + ... + piece(parts));
-}
-
-}  // namespace message
-
-#define FHMC_CHECK_VALUE(cond, ...)                                                  \
-  if (!(cond))                                                                       \
-  throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},       \
-                        message::join(__VA_ARGS__))
-#define FHMC_CHECK_TYPE(cond, ...)                                                   \
-  if (!(cond))                                                                       \
-  throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},        \
-                       message::join(__VA_ARGS__))
 
 NoiseMode parse_noise_mode(c10::string_view rng) {
   if (rng == "philox") return NoiseMode::kPhilox;
@@ -126,8 +86,6 @@ NoiseLayout randn_like_layout(const at::Tensor& q) {
   return {q.size(1), 1};
 }
 
-namespace {
-
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
                         at::IntArrayRef shape, at::ScalarType dtype) {
   FHMC_CHECK_VALUE(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
@@ -136,8 +94,6 @@ void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* na
                     ", got ", t.device());
   FHMC_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
 }
-
-}  // namespace
 
 void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps, int64_t chain_offset,

@@ -45,6 +45,10 @@ struct NoiseLayout {
 };
 NoiseLayout randn_like_layout(const at::Tensor& q);
 
+// A state buffer of the chains: exactly `shape` and `dtype`, on q's device, contiguous.
+void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
+                        at::IntArrayRef shape, at::ScalarType dtype);
+
 // run_chains: q [B, d] contiguous float32/float64 (the chain state, updated in place) and mu as in
 // check_transition_inputs; chain_offset, first_transition, kept_before >= 0; num_transitions >= 0;
 // thin >= 1; samples empty (draws not stored) or [B, K, d] of q's dtype, any strides, with K the

@@ -2,14 +2,17 @@
 
 Importing never compiles; the C++/CUDA extension is built on first use.
 """
-from ._build import CudaUnavailableError, ExtensionBuildError, load_extension
+from ._build import CpuOnlyFeatureError, CudaUnavailableError, ExtensionBuildError, load_extension
 from .module import HMC, ModelNew
 from .transition import hmc_step
 
 __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError",
-           "CudaUnavailableError"]
+           "CudaUnavailableError", "CpuOnlyFeatureError"]
 __version__ = "0.1.0"
 
+from . import targets  # noqa: E402
 from .sampling import SampleResult, Sampler, SamplesTooLargeError, sample  # noqa: E402
+from .targets import DenseGaussian, DiagonalGaussian, StandardGaussian  # noqa: E402
 
-__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError"]
+__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "targets",
+            "StandardGaussian", "DiagonalGaussian", "DenseGaussian"]

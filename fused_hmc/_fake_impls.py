@@ -37,3 +37,16 @@ def register() -> None:
     def _(q, mu, step_size, num_leapfrog_steps, seed, chain_offset, first_transition,
           num_transitions, thin, samples, mean, m2, accept_count, accept_prob_sum, kept_before):
         return None  # mutates its (a!)..(f!) arguments in place, returns nothing
+
+    @torch.library.register_fake("fused_hmc::run_chains_tuned")
+    def _(q, target_kind, mu, precision, step_size, inv_mass, jitter, num_leapfrog_steps, seed,
+          chain_offset, first_transition, num_transitions, thin, samples, mean, m2, accept_count,
+          accept_prob_sum, kept_before):
+        return None  # mutates q, samples, mean, m2, accept_count, accept_prob_sum in place
+
+    @torch.library.register_fake("fused_hmc::warmup_chains")
+    def _(q, target_kind, mu, precision, step_size, inv_mass, jitter, num_leapfrog_steps, seed,
+          chain_offset, first_transition, num_transitions, warmup_start, num_warmup, init_buffer,
+          base_window, term_buffer, target_accept, adapt_step_size, adapt_mass_matrix,
+          dual_averaging, window_mean, window_m2):
+        return None  # mutates q, step_size, inv_mass and the adaptation state in place

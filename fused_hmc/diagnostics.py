@@ -6,6 +6,8 @@ improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2):
 
 - bulk ESS: ESS of the rank-normalised split chains (how well the centre of the distribution is
   explored; for iid draws it is close to chains * draws);
+- mean ESS: ESS of the split chains without rank normalisation, the one that gives the Monte Carlo
+  standard error of a mean (of the draws, or of a function of them);
 - tail ESS: the smaller of the ESS of the indicators of the 5% and 95% quantiles;
 - R-hat: the larger of the rank-normalised split R-hat of the draws and of their folded values
   |x - median|; it is near 1 when all chains sample the same distribution.
@@ -53,6 +55,14 @@ def as_draws(samples) -> np.ndarray:
 def ess_bulk(samples) -> np.ndarray:
     """Bulk effective sample size per dimension, [dim] float64 (NaN with fewer than 4 draws)."""
     return np.atleast_1d(_arviz_stats().ess(as_draws(samples), method="bulk", chain_axis=0,
+                                            draw_axis=1))
+
+
+def ess_mean(samples) -> np.ndarray:
+    """Effective sample size of the mean estimator per dimension, [dim] float64: the classic ESS
+    of the draws themselves (split chains, no rank normalisation), so that the Monte Carlo
+    standard error of the mean of f(draws) is sd(f) / sqrt(ess_mean(f(draws)))."""
+    return np.atleast_1d(_arviz_stats().ess(as_draws(samples), method="mean", chain_axis=0,
                                             draw_axis=1))
 
 

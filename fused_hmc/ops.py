@@ -68,3 +68,42 @@ def run_chains(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog
     _ops().run_chains.default(q, mu, step_size, num_leapfrog_steps, seed, chain_offset,
                               first_transition, num_transitions, thin, samples, mean, m2,
                               accept_count, accept_prob_sum, kept_before)
+
+
+def run_chains_tuned(q: torch.Tensor, target_kind: int, mu: torch.Tensor, precision: torch.Tensor,
+                     step_size: torch.Tensor, inv_mass: torch.Tensor, jitter: float,
+                     num_leapfrog_steps: int, seed: int, chain_offset: int, first_transition: int,
+                     num_transitions: int, thin: int, samples: torch.Tensor, mean: torch.Tensor,
+                     m2: torch.Tensor, accept_count: torch.Tensor, accept_prob_sum: torch.Tensor,
+                     kept_before: int) -> None:
+    """run_chains for the Gaussian target family with step_size [G] float64 and inv_mass [G, d]
+    (G = 1 or B) and step-size jitter; target_kind 0/1/2 with precision empty/[d]/[d, d]. CPU only
+    for now (CpuOnlyFeatureError otherwise). Semantics: the schema comment in csrc/ops_schema.cpp.
+    """
+    _build.require_cpu("fused_hmc::run_chains_tuned", q.device)
+    _ops().run_chains_tuned.default(q, target_kind, mu, precision, step_size, inv_mass, jitter,
+                                    num_leapfrog_steps, seed, chain_offset, first_transition,
+                                    num_transitions, thin, samples, mean, m2, accept_count,
+                                    accept_prob_sum, kept_before)
+
+
+def warmup_chains(q: torch.Tensor, target_kind: int, mu: torch.Tensor, precision: torch.Tensor,
+                  step_size: torch.Tensor, inv_mass: torch.Tensor, jitter: float,
+                  num_leapfrog_steps: int, seed: int, chain_offset: int, first_transition: int,
+                  num_transitions: int, warmup_start: int, num_warmup: int, init_buffer: int,
+                  base_window: int, term_buffer: int, target_accept: float,
+                  adapt_step_size: bool, adapt_mass_matrix: bool, dual_averaging: torch.Tensor,
+                  window_mean: torch.Tensor, window_m2: torch.Tensor) -> None:
+    """Warm-up transitions [first_transition, first_transition + num_transitions) of a warm-up of
+    num_warmup transitions starting at warmup_start, adapting step_size [G] (dual averaging, state
+    dual_averaging [G, 3]) and inv_mass [G, d] (Stan's windows from init_buffer, base_window and
+    term_buffer; window_mean / window_m2 [B, d]) in place. CPU only for now. Semantics: the
+    schema comment in csrc/ops_schema.cpp.
+    """
+    _build.require_cpu("fused_hmc::warmup_chains", q.device)
+    _ops().warmup_chains.default(q, target_kind, mu, precision, step_size, inv_mass, jitter,
+                                 num_leapfrog_steps, seed, chain_offset, first_transition,
+                                 num_transitions, warmup_start, num_warmup, init_buffer,
+                                 base_window, term_buffer, target_accept,
+                                 adapt_step_size, adapt_mass_matrix, dual_averaging, window_mean,
+                                 window_m2)

@@ -71,3 +71,37 @@ class ReferenceModel(nn.Module):
 
     def forward(self, q):
         return reference_hmc_step(q, self.mu, self.step_size, self.num_leapfrog_steps)
+
+
+def reference_tuned_step(q: torch.Tensor, log_prob, grad_log_prob, step_size,
+                         num_leapfrog_steps: int, inv_mass: torch.Tensor, normal: torch.Tensor,
+                         uniform: torch.Tensor):
+    """One HMC transition with a diagonal mass matrix on any target, with caller-supplied noise: the
+    reference for the tuned samplers (fused_hmc::run_chains_tuned / warmup_chains).
+
+    With inverse mass m_inv the momentum is p = normal / sqrt(m_inv) ~ N(0, M), the kinetic energy
+    0.5 * sum(m_inv * p^2), and the position moves by eps * m_inv * p (Neal 2011, "MCMC using
+    Hamiltonian dynamics", sec. 5.4.1).
+
+    q [B, d]; log_prob: [B, d] -> [B]; grad_log_prob: [B, d] -> [B, d]; step_size: a float or [B]
+    (per chain, e.g. after jitter); inv_mass [d] or [B, d]; normal [B, d] standard normal draws;
+    uniform [B]. Returns (q_new [B, d], accepted [B] bool, log_alpha [B]).
+    """
+    eps = torch.as_tensor(step_size, dtype=q.dtype, device=q.device)
+    if eps.dim() == 1:
+        eps = eps.unsqueeze(-1)
+    inv_mass = inv_mass.to(dtype=q.dtype, device=q.device)
+    p = normal / torch.sqrt(inv_mass)
+    current_p, current_q = p.clone(), q.clone()
+    p = p + 0.5 * eps * grad_log_prob(q)
+    for _ in range(num_leapfrog_steps - 1):
+        q = q + eps * inv_mass * p
+        p = p + eps * grad_log_prob(q)
+    q = q + eps * inv_mass * p
+    p = p + 0.5 * eps * grad_log_prob(q)
+    p = -p
+    current_h = -log_prob(current_q) + 0.5 * (inv_mass * current_p ** 2).sum(-1)
+    proposed_h = -log_prob(q) + 0.5 * (inv_mass * p ** 2).sum(-1)
+    log_alpha = current_h - proposed_h
+    accepted = torch.log(uniform.to(q.dtype).clamp(min=1e-10)) < log_alpha
+    return torch.where(accepted.unsqueeze(-1), q, current_q), accepted, log_alpha

@@ -16,6 +16,7 @@
 #include "../math/thinning.h"
 #include "../math/welford.h"
 #include "../transition_request.h"
+#include "sample_sink.h"
 
 namespace fused_hmc {
 namespace {
@@ -29,19 +30,6 @@ struct RunChainsParams {
   int num_steps;
   uint64_t seed;
   int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
-};
-
-// Where a chain's kept draw k goes: samples[b, k, :] with any strides, or nowhere.
-template <typename scalar_t>
-struct SampleSink {
-  scalar_t* data;  // null when draws are not stored
-  int64_t chain_stride, draw_stride, dim_stride;
-
-  void store(int64_t b, int64_t k, const scalar_t* row, int64_t dim) const {
-    if (data == nullptr) return;
-    scalar_t* out = data + b * chain_stride + k * draw_stride;
-    for (int64_t j = 0; j < dim; ++j) out[j * dim_stride] = row[j];
-  }
 };
 
 template <typename scalar_t>

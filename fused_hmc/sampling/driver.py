@@ -1,9 +1,10 @@
 """The long-chain driver: ``Sampler`` and ``sample`` run many chains for many transitions.
 
-The kernel (``fused_hmc::run_chains``: K transitions of every chain per call, state, Welford moments
-and acceptance counters updated in place on the device) is separate from this driver, which only
-chooses chunks, keeps the books, shows progress and handles Ctrl-C (as NumPyro keeps ``MCMCKernel``
-apart from ``MCMC``).
+The kernels (``fused_hmc::run_chains``: K transitions of every chain per call, state, Welford moments
+and acceptance counters updated in place on the device; for other targets, mass matrices and
+warm-up the tuned ``fused_hmc::warmup_chains`` / ``run_chains_tuned``, see ``tuned.py``) are separate
+from this driver, which only chooses chunks, keeps the books, shows progress and handles Ctrl-C (as
+NumPyro keeps ``MCMCKernel`` apart from ``MCMC``).
 
 Every random number comes from the native philox stream keyed by (seed, global chain id, global
 transition index, draw), so results do not depend on the chunking, on how the chains are split
@@ -13,73 +14,42 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 
 import torch
 
-from .. import ops
-from .._build import load_extension, require_cuda_kernels
+from .._build import load_extension, require_cpu, require_cuda_kernels
+from ..targets import StandardGaussian
+from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_q0,
+                        check_step_size, check_target, count, tuned_features)
 from .resources import ChunkClock, ChunkPlanner, check_memory, ctrl_c_between_chunks
 from .result import SampleResult
-
-_INT64_MAX = 2**63 - 1
-
-
-def _count(name: str, value, minimum: int, maximum: int = _INT64_MAX) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if not minimum <= value <= maximum:
-        upper = "" if maximum == _INT64_MAX else f" and <= {maximum}"
-        raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
-    return int(value)
-
-
-def _check_q0(q0) -> torch.Tensor:
-    if not isinstance(q0, torch.Tensor):
-        raise TypeError(f"q0 must be a torch.Tensor [chains, dim], got {type(q0).__name__}")
-    if q0.dim() != 2 or q0.shape[0] < 1 or q0.shape[1] < 1:
-        raise ValueError(f"q0 must have shape [chains, dim] with chains, dim >= 1, got "
-                         f"{list(q0.shape)}")
-    if q0.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"q0 must be float32 or float64, got {q0.dtype}")
-    if not bool(torch.isfinite(q0).all()):
-        raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite "
-                         "values")
-    return q0.detach().contiguous().clone()
-
-
-def _check_mu(mu, q: torch.Tensor) -> torch.Tensor:
-    if mu is None:
-        return torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
-    mu = torch.as_tensor(mu).detach()
-    if mu.shape != (q.shape[1],):
-        raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got "
-                         f"{list(mu.shape)}")
-    mu = mu.to(dtype=q.dtype, device=q.device).contiguous()
-    if not bool(torch.isfinite(mu).all()):
-        raise ValueError("mu has non-finite entries")
-    return mu
+from .tuned import PlainChains, TunedChains
+from .warmup import WarmupSettings
 
 
 def _draw_seed(generator: torch.Generator | None, device: torch.device) -> int:
     """A 63-bit key from `generator`, or from the default generator of the chains' device."""
     gen_device = generator.device if generator is not None else device
-    return int(torch.randint(0, _INT64_MAX, (1,), generator=generator, device=gen_device).item())
+    return int(torch.randint(0, INT64_MAX, (1,), generator=generator, device=gen_device).item())
 
 
 class Sampler:
-    """Many HMC chains on N(mu, I), run in resumable stretches.
+    """Many HMC chains on a Gaussian target (N(mu, I) by default), run in resumable stretches.
 
-    ``Sampler(q0, ...).run(n)`` runs n more transitions of every chain and returns a
-    :class:`SampleResult` covering everything since construction; two runs of n/2 give bit for bit
-    the result of one run of n. Chain b follows transition t of the philox stream, exactly as
+    ``Sampler(q0, ...).run(n)`` runs n more transitions of every chain (after the warm-up, which
+    the first run does first) and returns a :class:`SampleResult` covering everything since
+    construction; two runs of n/2 give bit for bit the result of one run of n. Chain b follows
+    transition t of the philox stream; on N(mu, I) with one step size, exactly as
     ``fused_hmc.hmc_step(q, mu, rng="philox", seed=seed, transition=t)`` would for chain
     ``chain_offset + b``.
 
     Args:
         q0: [chains, dim] float32/float64 starting states (CPU or CUDA); copied, never modified.
-        step_size: leapfrog step eps > 0. num_leapfrog_steps: L >= 1.
-        mu: [dim] target mean (default zeros), converted to q0's dtype and device.
+        step_size: leapfrog step eps > 0: a number, or a [chains] tensor of per-chain step sizes
+            (e.g. ``result.step_size`` of an earlier run). With warm-up, the initial step size eps0
+            (dual averaging starts at mu = log(10 eps0)). num_leapfrog_steps: L >= 1.
+        mu: [dim] mean of the default target N(mu, I) (default zeros), converted to q0's dtype and
+            device. Not together with ``target``.
         thin: keep the state after transition t when (t + 1) % thin == 0 (global index t).
         keep_samples: store the kept draws ([chains, kept, dim], q0's dtype, on q0's device). When
             False only the Welford mean/variance and acceptance statistics are kept.
@@ -91,34 +61,78 @@ class Sampler:
             (chain_offset = start of each part) draws the numbers of the unsplit batch.
         first_transition: global index of the first transition; a later call continues a stream
             with ``first_transition=result.next_transition`` and ``seed=result.seed`` (its Welford
-            and acceptance statistics start afresh).
+            and acceptance statistics start afresh; pass ``step_size=result.step_size`` and
+            ``inverse_mass=result.inverse_mass`` to keep adapted values). Warm-up takes transitions
+            [first_transition, first_transition + num_warmup); sampling follows.
+        num_warmup: warm-up transitions run before sampling and not returned as draws, adapting
+            the step size and a diagonal inverse mass (see :mod:`fused_hmc.sampling.warmup`: dual
+            averaging after Hoffman & Gelman 2014 with Stan's constants, Stan's windows).
+        target: a :mod:`fused_hmc.targets` StandardGaussian, DiagonalGaussian or DenseGaussian
+            (default N(mu, I)); its gradient is computed inside the kernel.
+        target_accept: the average acceptance statistic warm-up aims for (default 0.8, as Stan's
+            adapt_delta and NumPyro's target_accept_prob; see :mod:`fused_hmc.sampling.warmup`).
+        adapt_step_size, adapt_mass_matrix: what warm-up adapts.
+        pooled: one step size and one inverse mass for all chains, adapted from all chains'
+            statistics (pooled inside the kernel, no host sync per transition), instead of one per
+            chain. Needs a scalar step_size and an inverse_mass of shape [dim] (or None). Per-chain
+            dual averaging ends above target_accept after a short final run (see
+            :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True.
+        jitter: each transition's step size is eps * (1 + jitter * (2 v - 1)), v ~ U[0, 1) from the
+            chain's philox stream (reproducible), so trajectory lengths vary (default 0: none;
+            e.g. 0.1 for [0.9, 1.1] eps). Jitter in warm-up and sampling alike.
+        inverse_mass: the diagonal inverse mass matrix, [dim] (shared) or [chains, dim]; default
+            the identity. With a mass matrix M = diag(1 / inverse_mass) the momentum is
+            p ~ N(0, M) and the kinetic energy 0.5 p^T M^-1 p (Neal 2011, sec. 5.4.1).
+        adapt_windows: (init_buffer, base_window, term_buffer) of the warm-up, Stan's
+            (75, 25, 50): initial fast interval, first slow window (then doubling), terminal fast
+            interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup.
+
+    Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run on the
+    CPU only until their CUDA kernel lands: with CUDA tensors they raise
+    :class:`fused_hmc.CpuOnlyFeatureError`. Without them the behaviour, on either device, is
+    exactly the seed sampler's.
     """
 
     def __init__(self, q0: torch.Tensor, *, step_size: float = 0.1, num_leapfrog_steps: int = 10,
                  mu=None, thin: int = 1, keep_samples: bool = True, seed: int | None = None,
                  generator: torch.Generator | None = None, progress: bool = True,
                  chunk_size: int | None = None, chain_offset: int = 0,
-                 first_transition: int = 0):
-        self._q = _check_q0(q0)
-        self._mu = _check_mu(mu, self._q)
-        if (isinstance(step_size, bool) or not isinstance(step_size, numbers.Real)
-                or not math.isfinite(step_size) or step_size <= 0):
-            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
-        self.step_size = float(step_size)
-        self.num_leapfrog_steps = _count("num_leapfrog_steps", num_leapfrog_steps, 1, 2**31 - 1)
-        self.thin = _count("thin", thin, 1)
+                 first_transition: int = 0, num_warmup: int = 0, target=None,
+                 target_accept: float = 0.8, adapt_step_size: bool = True,
+                 adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
+                 inverse_mass: torch.Tensor | None = None,
+                 adapt_windows: tuple[int, int, int] = (75, 25, 50)):
+        self._q = check_q0(q0)
+        target = check_target(target, mu, self._q)
+        self.step_size = check_step_size(step_size, self._q)
+        self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1, 2**31 - 1)
+        self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
+                                     pooled, adapt_windows)
+        self.jitter = check_jitter(jitter)
+        inverse_mass = check_inverse_mass(inverse_mass, self._q)
+        self.thin = count("thin", thin, 1)
         self.keep_samples = bool(keep_samples)
         self.progress = bool(progress)
-        self.chunk_size = None if chunk_size is None else _count("chunk_size", chunk_size, 1)
-        self.chain_offset = _count("chain_offset", chain_offset, 0)
-        self._next = _count("first_transition", first_transition, 0)
+        self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
+        self.chain_offset = count("chain_offset", chain_offset, 0)
+        self._next = count("first_transition", first_transition, 0)
         if seed is None:
             seed = _draw_seed(generator, self._q.device)
-        self.seed = _count("seed", seed, 0, 2**64 - 1)
-        self._key = self.seed - 2**64 if self.seed > _INT64_MAX else self.seed  # int64 for the op
+        self.seed = count("seed", seed, 0, 2**64 - 1)
+        self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
+        tuned = tuned_features(self.warmup, target, self.step_size, inverse_mass, self.jitter)
+        if tuned:
+            require_cpu(", ".join(tuned), self._q.device)
         if self._q.is_cuda:
             require_cuda_kernels()
         load_extension()  # build now, so that the first chunk's timing measures sampling
+        if tuned:
+            self._chains = self._tuned_chains(target, mu, inverse_mass)
+        else:
+            mean = check_mu(target.mu if target is not None else mu, self._q)
+            self._chains = PlainChains(mean, self.step_size, self.num_leapfrog_steps, self._key,
+                                       self.chain_offset)
+        self._warmup_done = 0
 
         chains, dim = self._q.shape
         f64 = dict(dtype=torch.float64, device=self._q.device)
@@ -132,6 +146,25 @@ class Sampler:
         self._num_kept = 0
         self._interrupted = False
 
+    def _tuned_chains(self, target, mu, inverse_mass) -> TunedChains:
+        chains, dim = self._q.shape
+        if target is None:
+            target = StandardGaussian(check_mu(mu, self._q))
+        per_chain_step = isinstance(self.step_size, torch.Tensor)
+        per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
+        if self.warmup.pooled and (per_chain_step or per_chain_mass):
+            raise ValueError("pooled=True adapts one step size and one inverse mass for all chains: "
+                             "pass a scalar step_size and an inverse_mass of shape [dim]")
+        shared = self.warmup.pooled or (self.warmup.num_warmup == 0 and not per_chain_step
+                                        and not per_chain_mass)
+        groups = 1 if shared else chains
+        step = torch.as_tensor(self.step_size, dtype=torch.float64, device=self._q.device)
+        if inverse_mass is None:
+            inverse_mass = torch.ones(dim, dtype=self._q.dtype, device=self._q.device)
+        return TunedChains(self._q, target, step.expand(groups),
+                           inverse_mass.expand(groups, dim), self.jitter, self.num_leapfrog_steps,
+                           self._key, self.chain_offset, self.warmup, self._next)
+
     @property
     def device(self) -> torch.device:
         return self._q.device
@@ -144,11 +177,16 @@ class Sampler:
     def run(self, num_transitions: int) -> SampleResult:
         """Runs `num_transitions` more transitions of every chain and returns the result so far.
 
-        Ctrl-C stops at the end of the current chunk and returns what was sampled, with
-        ``interrupted=True``; a later ``run`` carries on from there. Raises SamplesTooLargeError
-        (a MemoryError) before allocating draws that would not fit in free memory.
+        The first run does the warm-up first (its draws are discarded). Ctrl-C stops at the end of
+        the current chunk and returns what was sampled, with ``interrupted=True``; a later ``run``
+        carries on from there (within the warm-up too). Raises SamplesTooLargeError (a MemoryError)
+        before allocating draws that would not fit in free memory.
         """
-        n = _count("num_transitions", num_transitions, 1, _INT64_MAX - self._next)
+        n = count("num_transitions", num_transitions, 1,
+                   INT64_MAX - self._next - self._chains.warmup_left)
+        if self._chains.warmup_left and not self._run_warmup():
+            self._interrupted = True
+            return self.result()
         kept_new = self._kept_in(self._next, n)
         buffer = self._allocate_draws(kept_new) if self.keep_samples else None
         ran = _Ran()
@@ -163,7 +201,38 @@ class Sampler:
             self._interrupted = ran.transitions < n  # Ctrl-C in the last chunk stopped nothing
         return self.result()
 
+    def _run_warmup(self) -> bool:
+        """Runs the rest of the warm-up; False when Ctrl-C stopped it first."""
+        left = self._chains.warmup_left
+
+        def launch(size: int) -> None:
+            self._chains.warmup(self._q, self._next, size)
+            self._next += size
+            self._warmup_done += size
+
+        with self._progress_bar(left, "warm-up") as bar, self._on_device(), \
+                ctrl_c_between_chunks() as stop:
+            self._chunk_loop(left, launch, bar, stop)
+        return self._chains.warmup_left == 0
+
     def _run_chunks(self, n: int, buffer: torch.Tensor | None, bar, stop, ran: _Ran) -> None:
+        def launch(size: int) -> None:
+            kept = self._kept_in(self._next, size)
+            draws = (buffer[:, ran.draws:ran.draws + kept] if buffer is not None and kept
+                     else self._no_samples)
+            self._chains.run(self._q, self._next, size, self.thin, draws, self._mean, self._m2,
+                             self._accept_count, self._accept_prob_sum, self._num_kept)
+            # The books follow the call at once; Ctrl-C waits until between chunks.
+            self._next += size
+            self._num_transitions += size
+            self._num_kept += kept
+            ran.transitions += size
+            ran.draws += kept
+
+        self._chunk_loop(n, launch, bar, stop)
+
+    def _chunk_loop(self, total: int, launch, bar, stop) -> None:
+        """Calls launch(size) for chunks covering `total` transitions, until done or Ctrl-C."""
         planner = ChunkPlanner(self.chunk_size, first=1 if self._q.device.type == "cpu" else 8)
 
         def on_done(transitions: int, seconds: float) -> None:
@@ -171,23 +240,13 @@ class Sampler:
             bar.update(transitions)
 
         clock = ChunkClock(self._q.device, on_done)
+        done = 0
         try:
-            while ran.transitions < n and not stop.requested:
-                size = planner.next_size(n - ran.transitions)
-                kept = self._kept_in(self._next, size)
-                draws = (buffer[:, ran.draws:ran.draws + kept] if buffer is not None and kept
-                         else self._no_samples)
+            while done < total and not stop.requested:
+                size = planner.next_size(total - done)
                 clock.before_launch()
-                ops.run_chains(self._q, self._mu, self.step_size, self.num_leapfrog_steps,
-                               self._key, self.chain_offset, self._next, size, self.thin, draws,
-                               self._mean, self._m2, self._accept_count, self._accept_prob_sum,
-                               self._num_kept)
-                # The books follow the call at once; Ctrl-C waits until between chunks.
-                self._next += size
-                self._num_transitions += size
-                self._num_kept += kept
-                ran.transitions += size
-                ran.draws += kept
+                launch(size)
+                done += size
                 clock.after_launch(size)
         except KeyboardInterrupt:  # raised outside the deferral (e.g. not the main thread)
             pass
@@ -215,6 +274,9 @@ class Sampler:
             interrupted=self._interrupted,
             thin=self.thin,
             chain_offset=self.chain_offset,
+            step_size=self._chains.step_sizes(self._q),
+            inverse_mass=self._chains.inverse_masses(self._q),
+            num_warmup=self._warmup_done,
         )
 
     # ---- internals ------------------------------------------------------------------------------
@@ -252,12 +314,12 @@ class Sampler:
             return torch.cuda.device(self._q.device)
         return contextlib.nullcontext()
 
-    def _progress_bar(self, total: int):
+    def _progress_bar(self, total: int, desc: str = "sampling"):
         try:
             from tqdm import tqdm
         except ImportError:  # tqdm is a dependency; without it, run silently
             return contextlib.nullcontext(_NoBar())
-        return tqdm(total=total, disable=not self.progress, desc="sampling", unit="transition",
+        return tqdm(total=total, disable=not self.progress, desc=desc, unit="transition",
                     dynamic_ncols=True, leave=False)
 
 
@@ -278,16 +340,26 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            num_leapfrog_steps: int = 10, mu=None, thin: int = 1, keep_samples: bool = True,
            seed: int | None = None, generator: torch.Generator | None = None,
            progress: bool = True, chunk_size: int | None = None, chain_offset: int = 0,
-           first_transition: int = 0) -> SampleResult:
-    """Runs every chain of q0 for `num_samples` HMC transitions on N(mu, I) and returns the result.
+           first_transition: int = 0, num_warmup: int = 0, target=None,
+           target_accept: float = 0.8, adapt_step_size: bool = True,
+           adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
+           inverse_mass: torch.Tensor | None = None,
+           adapt_windows: tuple[int, int, int] = (75, 25, 50)) -> SampleResult:
+    """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
+    inverse mass; not returned) and then `num_samples` HMC transitions on the target (default
+    N(mu, I)), and returns the result.
 
     ``num_samples`` counts transitions (as NumPyro's and Stan's sample counts do); with thinning,
-    ``num_samples // thin`` draws are kept (when starting at transition 0). The other arguments are
-    :class:`Sampler`'s; use a Sampler directly to continue a run later with identical results.
+    about ``num_samples // thin`` draws are kept (exactly that when sampling starts at a multiple of
+    thin: thinning counts the global transition index). The other arguments are :class:`Sampler`'s;
+    use a Sampler directly to continue a run later with identical results.
     """
-    _count("num_samples", num_samples, 1)
+    count("num_samples", num_samples, 1)
     sampler = Sampler(q0, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps, mu=mu,
                       thin=thin, keep_samples=keep_samples, seed=seed, generator=generator,
                       progress=progress, chunk_size=chunk_size, chain_offset=chain_offset,
-                      first_transition=first_transition)
+                      first_transition=first_transition, num_warmup=num_warmup, target=target,
+                      target_accept=target_accept, adapt_step_size=adapt_step_size,
+                      adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
+                      inverse_mass=inverse_mass, adapt_windows=adapt_windows)
     return sampler.run(num_samples)

@@ -36,6 +36,12 @@ class SampleResult(NamedTuple):
             describes the transitions that did complete, consistently.
         thin: keep every thin-th transition (by global index, see above).
         chain_offset: chain b of this batch is chain chain_offset + b of the philox stream.
+        step_size: [chains] float64, the step size each chain samples with (after warm-up: the
+            adapted one; before jitter). Pass it back as ``step_size=`` to continue.
+        inverse_mass: [chains, d] in q0's dtype, each chain's diagonal inverse mass matrix (ones
+            unless given or adapted). Pass it back as ``inverse_mass=`` to continue.
+        num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
+            next_transition counts them).
     """
     samples: torch.Tensor | None
     mean: torch.Tensor
@@ -51,6 +57,9 @@ class SampleResult(NamedTuple):
     interrupted: bool
     thin: int
     chain_offset: int
+    step_size: torch.Tensor | None = None
+    inverse_mass: torch.Tensor | None = None
+    num_warmup: int = 0
 
     def to_arviz(self):
         """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
@@ -95,7 +104,8 @@ class SampleResult(NamedTuple):
 
         out = file if file is not None else sys.stdout
         chains, dim = self.final_state.shape
-        print(f"fused_hmc: {chains} chains x {dim} dims, {self.num_transitions} transitions, "
+        warm = f"{self.num_warmup} warm-up + " if self.num_warmup else ""
+        print(f"fused_hmc: {chains} chains x {dim} dims, {warm}{self.num_transitions} transitions, "
               f"{self.num_kept} kept (thin {self.thin}), seed {self.seed}"
               + (" [interrupted]" if self.interrupted else ""), file=out)
         rate = self.accept_rate.double().mean().item()

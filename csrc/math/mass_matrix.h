@@ -1,0 +1,93 @@
+// A diagonal mass matrix M = diag(1 / m_inv) and its estimation in warm-up.
+//
+// With mass matrix M the kinetic energy is 0.5 p^T M^-1 p and p ~ N(0, M) (Neal 2011, "MCMC using
+// Hamiltonian dynamics", sec. 5.4.1: HMC with M is HMC with M = I on the linearly transformed
+// q' = M^(1/2) q). For a diagonal inverse mass m_inv: p_j = z_j / sqrt(m_inv_j) with z_j ~ N(0, 1),
+// and the position update moves q_j by eps * m_inv_j * p_j. Setting m_inv to the target's variances
+// makes every coordinate's scale 1, so one step size suits them all.
+//
+// Estimation follows Stan's diag_e adaptation (Stan Reference Manual, "HMC algorithm parameters:
+// automatic parameter tuning"): the variance of the draws of a slow window, shrunk towards 1e-3 as
+// (n / (n + 5)) var + 1e-3 (5 / (n + 5)).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "gaussian_hmc.h"
+#include "host_device.h"
+
+namespace fused_hmc {
+
+FHMC_HD float sqrt_rn(float v) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+FHMC_HD double sqrt_rn(double v) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+FHMC_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+FHMC_HD double div_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// sqrt(M_jj) = 1 / sqrt(m_inv_j), correctly rounded twice: the momentum is z * momentum_scale. A
+// kernel may compute it once per chain and keep it; m_inv = 1 gives exactly 1.
+template <typename scalar_t>
+FHMC_HD scalar_t momentum_scale(scalar_t inv_mass) {
+  return div_rn(scalar_t(1), sqrt_rn(inv_mass));
+}
+
+// The leapfrog's two moves on one coordinate: the momentum kick p - h f (h = eps or eps / 2) and the
+// position drift x + eps m_inv p. With m_inv = 1 and f = x these are leapfrog_fused's operations.
+template <typename scalar_t>
+FHMC_HD scalar_t kick(scalar_t p, scalar_t force, scalar_t h) {
+  return fma_any(-h, force, p);
+}
+template <typename scalar_t>
+FHMC_HD scalar_t drift(scalar_t x, scalar_t p, scalar_t inv_mass, scalar_t eps) {
+  return fma_any(eps, mul_rn(inv_mass, p), x);
+}
+
+// Stan's regularised variance estimate from `n` draws with sample variance `var`.
+FHMC_HD double regularized_variance(double var, double n) {
+  const double denom = add_rn(n, 5.0);
+  return add_rn(mul_rn(div_rn(n, denom), var), mul_rn(1e-3, div_rn(5.0, denom)));
+}
+
+// The new inverse mass of one coordinate, or `previous` when the estimate is not a finite positive
+// number (the chains never moved or overflowed): a kernel cannot raise, so it keeps the old value.
+template <typename scalar_t>
+FHMC_HD scalar_t adapted_inverse_mass(double var, double n, scalar_t previous) {
+  const double v = regularized_variance(var, n);
+  const scalar_t out = static_cast<scalar_t>(v);
+  return (out > scalar_t(0) && out < scalar_t(INFINITY)) ? out : previous;
+}
+
+// Pooling B chains' window moments (each over the same n draws) into one variance per coordinate,
+// by the law of total variance: grand = (sum_b mean_b) / B, then
+// M2 = sum_b [m2_b + n (mean_b - grand)^2] and var = M2 / (n B - 1). Both sums run over the chain
+// index in chunk_sum.h's pairwise order (one value per "chunk"). This is one chain's term of M2.
+FHMC_HD double pooled_m2_term(double m2, double mean, double grand, double n) {
+  const double dev = sub_rn(mean, grand);
+  return fma_any(mul_rn(n, dev), dev, m2);
+}
+
+}  // namespace fused_hmc

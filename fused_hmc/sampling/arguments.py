@@ -1,0 +1,122 @@
+"""Argument checks of ``Sampler`` / ``sample``: each raises a ValueError/TypeError naming the
+argument, and returns the value in the form the driver uses."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian
+from .tuned import is_standard
+from .warmup import WarmupSettings
+
+INT64_MAX = 2**63 - 1
+
+
+def count(name: str, value, minimum: int, maximum: int = INT64_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not minimum <= value <= maximum:
+        upper = "" if maximum == INT64_MAX else f" and <= {maximum}"
+        raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
+    return int(value)
+
+
+def check_q0(q0) -> torch.Tensor:
+    if not isinstance(q0, torch.Tensor):
+        raise TypeError(f"q0 must be a torch.Tensor [chains, dim], got {type(q0).__name__}")
+    if q0.dim() != 2 or q0.shape[0] < 1 or q0.shape[1] < 1:
+        raise ValueError(f"q0 must have shape [chains, dim] with chains, dim >= 1, got "
+                         f"{list(q0.shape)}")
+    if q0.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"q0 must be float32 or float64, got {q0.dtype}")
+    if not bool(torch.isfinite(q0).all()):
+        raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite "
+                         "values")
+    return q0.detach().contiguous().clone()
+
+
+def check_mu(mu, q: torch.Tensor) -> torch.Tensor:
+    if mu is None:
+        return torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
+    mu = torch.as_tensor(mu).detach()
+    if mu.shape != (q.shape[1],):
+        raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got "
+                         f"{list(mu.shape)}")
+    mu = mu.to(dtype=q.dtype, device=q.device).contiguous()
+    if not bool(torch.isfinite(mu).all()):
+        raise ValueError("mu has non-finite entries")
+    return mu
+
+
+def check_target(target, mu, q: torch.Tensor):
+    if target is None:
+        return None
+    if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian)):
+        raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
+                        f"DenseGaussian, got {type(target).__name__}")
+    if mu is not None:
+        raise ValueError("pass the mean either as mu= or inside target=, not both")
+    if target.dim != q.shape[1]:
+        raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
+    return target
+
+
+def _positive_tensor(name: str, value, q: torch.Tensor) -> torch.Tensor:
+    t = torch.as_tensor(value).detach().to(dtype=torch.float64, device=q.device)
+    if not bool((torch.isfinite(t) & (t > 0)).all()):
+        raise ValueError(f"{name} must be finite and > 0 everywhere")
+    return t
+
+
+def check_step_size(step_size, q: torch.Tensor) -> float | torch.Tensor:
+    """A float, or a [chains] float64 tensor of per-chain step sizes."""
+    if isinstance(step_size, torch.Tensor):
+        t = _positive_tensor("step_size", step_size, q)
+        if t.numel() == 1:
+            return float(t.reshape(()))
+        if t.shape != (q.shape[0],):
+            raise ValueError(f"a step_size tensor must have shape [{q.shape[0]}] (one per chain) "
+                             f"or one element, got {list(t.shape)}")
+        return t.contiguous()
+    if (isinstance(step_size, bool) or not isinstance(step_size, numbers.Real)
+            or not math.isfinite(step_size) or step_size <= 0):
+        raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+    return float(step_size)
+
+
+def check_inverse_mass(inverse_mass, q: torch.Tensor) -> torch.Tensor | None:
+    """None (identity), [dim] (shared) or [chains, dim] (per chain), q's dtype."""
+    if inverse_mass is None:
+        return None
+    t = _positive_tensor("inverse_mass", inverse_mass, q)
+    chains, dim = q.shape
+    if t.shape not in ((dim,), (chains, dim)):
+        raise ValueError(f"inverse_mass must have shape [{dim}] or [{chains}, {dim}], got "
+                         f"{list(t.shape)}")
+    return t.to(q.dtype)
+
+
+def check_jitter(jitter) -> float:
+    if (isinstance(jitter, bool) or not isinstance(jitter, numbers.Real)
+            or not math.isfinite(jitter) or not 0 <= jitter < 1):
+        raise ValueError(f"jitter must be a number in [0, 1), got {jitter!r}")
+    return float(jitter)
+
+
+def tuned_features(settings: WarmupSettings, target, step_size, inverse_mass,
+                    jitter: float) -> list[str]:
+    """What of a configuration only the tuned (CPU-only for now) kernels can run."""
+    features = []
+    if settings.num_warmup:
+        features.append("warm-up adaptation (num_warmup > 0)")
+    if not is_standard(target):
+        features.append(f"the {type(target).__name__} target")
+    if isinstance(step_size, torch.Tensor):
+        features.append("per-chain step sizes")
+    if inverse_mass is not None:
+        features.append("a mass matrix (inverse_mass)")
+    if jitter:
+        features.append("step-size jitter")
+    return features

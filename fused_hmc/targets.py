@@ -1,0 +1,194 @@
+"""The Gaussian target family that the samplers compute inside the kernel, with gradients.
+
+Pass one as ``fused_hmc.sample(..., target=...)``:
+
+- :class:`StandardGaussian` ``N(mu, I)``: the seed's target (``target=None`` with ``mu=`` is the same);
+- :class:`DiagonalGaussian` ``N(mu, diag(scale^2))``;
+- :class:`DenseGaussian` ``N(mu, Lambda^-1)`` given the precision matrix Lambda (symmetric positive
+  definite, dim <= :data:`MAX_DENSE_DIM`).
+
+Each has pure-torch ``log_prob`` and ``grad`` (the gradient of log_prob), the independent reference
+the kernel is tested against, and the exact ``mean`` / ``covariance`` for checking samples. The
+parameters are kept in float64 on the CPU; the sampler converts them to the chains' dtype and device
+(``op_arguments``). Importing this module never loads the extension.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+# The largest dimension of a dense target (csrc/math/gaussian_targets.h, kMaxDenseDim).
+MAX_DENSE_DIM = 256
+
+# Relative asymmetry of a dense precision that is put down to rounding and symmetrised away.
+_SYMMETRY_TOLERANCE = 1e-6
+
+
+def _vector(name: str, value, dim: int | None = None) -> torch.Tensor:
+    t = torch.as_tensor(value).detach().to(device="cpu", dtype=torch.float64).clone()
+    if t.dim() != 1 or t.shape[0] < 1 or (dim is not None and t.shape[0] != dim):
+        want = f"[{dim}]" if dim is not None else "[dim] with dim >= 1"
+        raise ValueError(f"{name} must have shape {want}, got {list(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} has non-finite entries")
+    return t
+
+
+class _Gaussian:
+    """What the three targets share: the mean, and how the sampler passes them to the op."""
+
+    kind: ClassVar[int]
+    mu: torch.Tensor
+
+    @property
+    def dim(self) -> int:
+        return self.mu.shape[0]
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """[d] float64, the exact mean."""
+        return self.mu
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """[d] float64, the exact marginal variances."""
+        return torch.diagonal(self.covariance).clone()
+
+    def _op_precision(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def op_arguments(self, dtype: torch.dtype, device) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """(target_kind, mu [d], precision) for fused_hmc::run_chains_tuned / warmup_chains."""
+        return (self.kind, self.mu.to(dtype=dtype, device=device).contiguous(),
+                self._op_precision().to(dtype=dtype, device=device).contiguous())
+
+    def _centred(self, q: torch.Tensor) -> torch.Tensor:
+        return q - self.mu.to(dtype=q.dtype, device=q.device)
+
+
+@dataclass(frozen=True, eq=False)
+class StandardGaussian(_Gaussian):
+    """N(mu, I). mu: [d]."""
+
+    mu: torch.Tensor
+    kind: ClassVar[int] = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "mu", _vector("mu", self.mu))
+
+    @property
+    def covariance(self) -> torch.Tensor:
+        return torch.eye(self.dim, dtype=torch.float64)
+
+    def log_prob(self, q: torch.Tensor) -> torch.Tensor:
+        """[..., d] -> [...]: the normalised log density."""
+        x = self._centred(q)
+        return -0.5 * (x ** 2).sum(-1) - 0.5 * self.dim * math.log(2 * math.pi)
+
+    def grad(self, q: torch.Tensor) -> torch.Tensor:
+        """[..., d] -> [..., d]: grad log_prob = -(q - mu)."""
+        return -self._centred(q)
+
+    def _op_precision(self) -> torch.Tensor:
+        return torch.empty(0, dtype=torch.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class DiagonalGaussian(_Gaussian):
+    """N(mu, diag(scale^2)). mu, scale: [d], scale > 0 (standard deviations)."""
+
+    mu: torch.Tensor
+    scale: torch.Tensor
+    kind: ClassVar[int] = 1
+
+    def __post_init__(self):
+        mu = _vector("mu", self.mu)
+        scale = _vector("scale", self.scale, mu.shape[0])
+        if not bool((scale > 0).all()):
+            raise ValueError("scale must be > 0 (standard deviations)")
+        object.__setattr__(self, "mu", mu)
+        object.__setattr__(self, "scale", scale)
+
+    @property
+    def precision(self) -> torch.Tensor:
+        """[d] float64, 1 / scale^2: what the kernel multiplies by."""
+        return self.scale ** -2
+
+    @property
+    def covariance(self) -> torch.Tensor:
+        return torch.diag(self.scale ** 2)
+
+    def log_prob(self, q: torch.Tensor) -> torch.Tensor:
+        x = self._centred(q)
+        prec = self.precision.to(dtype=q.dtype, device=q.device)
+        return (-0.5 * (x * x * prec).sum(-1) - float(self.scale.log().sum())
+                - 0.5 * self.dim * math.log(2 * math.pi))
+
+    def grad(self, q: torch.Tensor) -> torch.Tensor:
+        """-(q - mu) / scale^2."""
+        return -self._centred(q) * self.precision.to(dtype=q.dtype, device=q.device)
+
+    def _op_precision(self) -> torch.Tensor:
+        return self.precision
+
+
+@dataclass(frozen=True, eq=False)
+class DenseGaussian(_Gaussian):
+    """N(mu, Lambda^-1) from its precision matrix Lambda [d, d] (symmetric positive definite,
+    d <= MAX_DENSE_DIM). An asymmetry within rounding (relative 1e-6, as from inverting a
+    covariance) is symmetrised away as (Lambda + Lambda^T) / 2."""
+
+    mu: torch.Tensor
+    precision: torch.Tensor
+    kind: ClassVar[int] = 2
+
+    def __post_init__(self):
+        mu = _vector("mu", self.mu)
+        d = mu.shape[0]
+        if d > MAX_DENSE_DIM:
+            raise ValueError(f"DenseGaussian supports dim <= {MAX_DENSE_DIM} (the kernel keeps a "
+                             f"chain's position in shared memory while reading the matrix), got "
+                             f"dim {d}; use DiagonalGaussian or a smaller model")
+        p = torch.as_tensor(self.precision).detach().to(device="cpu", dtype=torch.float64)
+        if p.shape != (d, d):
+            raise ValueError(f"precision must have shape [{d}, {d}] to match mu, got "
+                             f"{list(p.shape)}")
+        if not bool(torch.isfinite(p).all()):
+            raise ValueError("precision has non-finite entries")
+        if float((p - p.T).abs().max()) > _SYMMETRY_TOLERANCE * float(p.abs().max()):
+            raise ValueError("precision must be symmetric")
+        p = 0.5 * (p + p.T)
+        if int(torch.linalg.cholesky_ex(p).info) != 0:
+            raise ValueError("precision must be positive definite")
+        object.__setattr__(self, "mu", mu)
+        object.__setattr__(self, "precision", p.contiguous())
+
+    @classmethod
+    def from_covariance(cls, mu, covariance) -> DenseGaussian:
+        """The DenseGaussian with covariance [d, d] (symmetric positive definite)."""
+        cov = torch.as_tensor(covariance).detach().to(device="cpu", dtype=torch.float64)
+        return cls(mu, torch.linalg.inv(0.5 * (cov + cov.T)))
+
+    @property
+    def covariance(self) -> torch.Tensor:
+        return torch.linalg.inv(self.precision)
+
+    def log_prob(self, q: torch.Tensor) -> torch.Tensor:
+        x = self._centred(q)
+        prec = self.precision.to(dtype=q.dtype, device=q.device)
+        _, logdet = torch.linalg.slogdet(self.precision)
+        return (-0.5 * ((x @ prec) * x).sum(-1) + 0.5 * float(logdet)
+                - 0.5 * self.dim * math.log(2 * math.pi))
+
+    def grad(self, q: torch.Tensor) -> torch.Tensor:
+        """-Lambda (q - mu)."""
+        return -self._centred(q) @ self.precision.to(dtype=q.dtype, device=q.device)
+
+    def _op_precision(self) -> torch.Tensor:
+        return self.precision
+
+
+Target = StandardGaussian | DiagonalGaussian | DenseGaussian

@@ -1,0 +1,255 @@
+"""The Gaussian target family: pure-torch targets, and the tuned transition against its reference.
+
+The tuned ops (run_chains_tuned / warmup_chains) draw their noise from the philox stream; the tests
+recover that very noise (momentum and uniform through hmc_step_traced, the jitter word through the
+raw philox4x32 op) and feed it to the pure-torch reference ``reference_tuned_step``.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import fused_hmc
+from fused_hmc import ops
+from fused_hmc.reference import reference_tuned_step
+from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
+
+from ._helpers import as_int64, randn, seeded_generator
+
+DTYPES = [torch.float32, torch.float64]
+KINDS = ["standard", "diagonal", "dense"]
+
+
+def make_target(kind: str, dim: int, key="target"):
+    gen = seeded_generator("targets", kind, dim, key)
+    mu = torch.randn(dim, generator=gen, dtype=torch.float64)
+    if kind == "standard":
+        return StandardGaussian(mu)
+    if kind == "diagonal":
+        return DiagonalGaussian(mu, 0.5 + 1.5 * torch.rand(dim, generator=gen, dtype=torch.float64))
+    basis, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
+    eigen = torch.logspace(-0.5, 0.5, dim, dtype=torch.float64)  # condition number 10
+    return DenseGaussian(mu, basis @ torch.diag(eigen) @ basis.T)
+
+
+def stat_buffers(chains, dim, device="cpu"):
+    f64 = dict(dtype=torch.float64, device=device)
+    return (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64),
+            torch.zeros(chains, dtype=torch.int64, device=device), torch.zeros(chains, **f64))
+
+
+def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
+              chain_offset=0):
+    """run_chains_tuned on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
+    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    buffers = stat_buffers(*q.shape, device=q.device)
+    ops.run_chains_tuned(q, kind, mu, precision, step_size, inv_mass, jitter, num_steps, seed,
+                         chain_offset, first, n, 1, samples, *buffers, 0)
+    return buffers
+
+
+def jitter_uniform(chains: int, dim: int, dtype, seed: int, transition: int) -> torch.Tensor:
+    """Word y of the transition's last philox block as torch_uniform_from_word makes it: float32
+    fma(w, 2^-32, 2^-33) (exact product, so a plain float32 add), with 1.0 mapped to 0.0."""
+    per_block = 4 if dtype == torch.float32 else 2
+    blocks_per_transition = -(-dim // per_block) + 1
+    block = transition * blocks_per_transition + blocks_per_transition - 1
+    chain = torch.arange(chains, dtype=torch.int64)
+    counters = torch.stack([torch.full_like(chain, block), torch.zeros_like(chain), chain,
+                            torch.zeros_like(chain)], dim=1).to(torch.int32)
+    word = ops.philox4x32(counters, as_int64(seed))[:, 1].to(torch.int64) & 0xFFFFFFFF
+    u = word.to(torch.float32) * torch.tensor(2.0**-32, dtype=torch.float32) + \
+        torch.tensor(2.0**-33, dtype=torch.float32)
+    return torch.where(u == 1.0, torch.zeros_like(u), u)
+
+
+def test_targets_log_prob_grad_and_moments():
+    for kind in KINDS:
+        target = make_target(kind, 5)
+        q = torch.randn(4, 5, dtype=torch.float64, generator=seeded_generator("lp", kind),
+                        requires_grad=True)
+        lp = target.log_prob(q)
+        (auto,) = torch.autograd.grad(lp.sum(), q)
+        torch.testing.assert_close(target.grad(q.detach()), auto, rtol=1e-12, atol=1e-12)
+        # normalised: the log density matches torch.distributions
+        ref = torch.distributions.MultivariateNormal(target.mean, target.covariance)
+        torch.testing.assert_close(lp.detach(), ref.log_prob(q.detach()), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(target.variance, torch.diagonal(target.covariance))
+
+
+def test_target_validation():
+    with pytest.raises(ValueError, match="mu must have shape"):
+        StandardGaussian(torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="scale must have shape"):
+        DiagonalGaussian(torch.zeros(3), torch.ones(2))
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        DiagonalGaussian(torch.zeros(2), torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="non-finite"):
+        DiagonalGaussian(torch.zeros(2), torch.tensor([1.0, math.inf]))
+    with pytest.raises(ValueError, match="symmetric"):
+        DenseGaussian(torch.zeros(2), torch.tensor([[2.0, 1.0], [0.0, 2.0]]))
+    with pytest.raises(ValueError, match="positive definite"):
+        DenseGaussian(torch.zeros(2), torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"shape \[3, 3\]"):
+        DenseGaussian(torch.zeros(3), torch.eye(2))
+    with pytest.raises(ValueError, match=f"dim <= {MAX_DENSE_DIM}"):
+        DenseGaussian(torch.zeros(MAX_DENSE_DIM + 1), torch.eye(MAX_DENSE_DIM + 1))
+    # rounding-level asymmetry (an inverted covariance) is symmetrised away, exactly
+    cov = make_target("dense", 6).covariance
+    target = DenseGaussian.from_covariance(torch.zeros(6), cov)
+    assert torch.equal(target.precision, target.precision.T)
+    torch.testing.assert_close(target.covariance, cov)
+
+
+def test_dense_limit_in_the_op():
+    d = MAX_DENSE_DIM + 1
+    q = torch.zeros(1, d)
+    with pytest.raises(ValueError, match=f"supports dim <= {MAX_DENSE_DIM}"):
+        ops.run_chains_tuned(q, 2, torch.zeros(d), torch.eye(d), torch.ones(1, dtype=torch.float64),
+                             torch.ones(1, d), 0.0, 1, 0, 0, 0, 1, 1, q.new_empty(0),
+                             *stat_buffers(1, d), 0)
+
+
+def test_dense_at_the_limit_runs():
+    """d = 256 (the supported maximum) runs, and a diagonal matrix written densely gives the
+    diagonal target's bits."""
+    d, chains = MAX_DENSE_DIM, 2
+    target = DiagonalGaussian(torch.zeros(d), torch.linspace(0.5, 2.0, d))
+    dense = DenseGaussian(torch.zeros(d), torch.diag(target.precision))
+    q0 = randn(seeded_generator("dense-limit"), chains, d)
+    step, inv_mass = torch.full((1,), 0.2, dtype=torch.float64), torch.ones(1, d)
+    outs = []
+    for t in (target, dense):
+        q = q0.clone()
+        outs.append((q, run_tuned(q, t, step, inv_mass, 0.1, 3, 5, 0, 2, q.new_empty(0))))
+    assert torch.equal(outs[0][0], outs[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(outs[0][1], outs[1][1]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_standard_unit_mass_equals_run_chains(dtype):
+    """Every target kind written as N(mu, I) (identity precision), unit inverse mass, no jitter:
+    run_chains_tuned is run_chains bit for bit (q, samples, Welford, acceptance)."""
+    chains, dim = 9, 7
+    gen = seeded_generator("tuned-vs-plain", dtype)
+    q0 = randn(gen, chains, dim, dtype=dtype)
+    mu = randn(gen, dim, dtype=dtype)
+    q_plain, s_plain, b_plain = q0.clone(), torch.empty(chains, 10, dim, dtype=dtype), \
+        stat_buffers(chains, dim)
+    ops.run_chains(q_plain, mu, 0.7, 4, 55, 3, 2, 10, 1, s_plain, *b_plain, 0)
+    for target in (StandardGaussian(mu), DiagonalGaussian(mu, torch.ones(dim)),
+                   DenseGaussian(mu, torch.eye(dim))):
+        for groups in (1, chains):
+            q, samples = q0.clone(), torch.empty(chains, 10, dim, dtype=dtype)
+            buffers = run_tuned(q, target, torch.full((groups,), 0.7, dtype=torch.float64),
+                                torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, 2, 10, samples,
+                                chain_offset=3)
+            assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
+            assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_transition_matches_reference(kind, dtype):
+    """One transition of run_chains_tuned (per-chain step sizes and inverse masses, jitter 0.15)
+    against reference_tuned_step fed the same momentum, uniform and jittered step size.
+
+    The reference runs in float64. Decisions must agree except at near ties |log u - log_alpha|
+    below the rounding of the kernel's dtype (1e-9 in float64; 2e-4 in float32, about 2^-23 times
+    the chain energies here, which are below 100); proposals agree to the dtype's rounding.
+    """
+    chains, dim, steps, seed, t = 256, 7, 5, 2**63 + 12345, 3
+    target = make_target(kind, dim)
+    gen = seeded_generator("parity", kind, dtype)
+    cov_chol = torch.linalg.cholesky(target.covariance)
+    q0 = (target.mean + torch.randn(chains, dim, generator=gen, dtype=torch.float64) @ cov_chol.T
+          ).to(dtype)
+    eps = 0.3 + 0.5 * torch.rand(chains, generator=gen, dtype=torch.float64)
+    inv_mass = (0.5 + torch.rand(chains, dim, generator=gen, dtype=torch.float64)).to(dtype)
+    jitter = 0.15
+
+    q = q0.clone()
+    samples = torch.empty(chains, 1, dim, dtype=dtype)
+    _, _, accept_count, accept_prob = run_tuned(q, target, eps, inv_mass, jitter, steps,
+                                                as_int64(seed), t, 1, samples)
+    accepted = accept_count.bool()
+
+    _, _, normal, uniform = ops.hmc_step_traced(q0, torch.zeros(dim, dtype=dtype), 0.1, 1,
+                                                "philox", None, as_int64(seed), t)
+    v = jitter_uniform(chains, dim, dtype, seed, t).double()
+    eps_t = eps * (1 + jitter * (2 * v - 1))
+    q_ref, acc_ref, log_alpha = reference_tuned_step(
+        q0.double(), target.log_prob, target.grad, eps_t, steps, inv_mass.double(),
+        normal.double(), uniform)
+
+    tie = 1e-9 if dtype == torch.float64 else 2e-4
+    gap = (torch.log(uniform.double().clamp(min=1e-10)) - log_alpha).abs()
+    mismatch = accepted != acc_ref
+    assert not (mismatch & (gap > tie)).any(), gap[mismatch]
+    assert int(mismatch.sum()) <= 2
+    assert 0 < int(accepted.sum()) < chains  # both decisions occur
+    rtol, atol = (1e-11, 1e-11) if dtype == torch.float64 else (2e-5, 2e-5)
+    both = accepted & acc_ref
+    torch.testing.assert_close(q[both].double(), q_ref[both], rtol=rtol, atol=atol)
+    assert torch.equal(q[~accepted], q0[~accepted])
+    torch.testing.assert_close(accept_prob, log_alpha.clamp(max=0).exp(), rtol=10 * rtol,
+                               atol=10 * atol)
+
+
+def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
+    target = make_target("diagonal", 5)
+    q0 = randn(seeded_generator("jit"), 16, 5, dtype=torch.float64)
+    step, inv_mass = torch.full((1,), 0.5, dtype=torch.float64), torch.ones(1, 5,
+                                                                             dtype=torch.float64)
+    runs = {}
+    for jitter in (0.0, 0.3):
+        q = q0.clone()
+        run_tuned(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
+        runs[jitter] = q
+    plain = q0.clone()
+    ops.run_chains_tuned(plain, *target.op_arguments(torch.float64, "cpu"), step, inv_mass, 0.0,
+                         3, 9, 0, 0, 6, 1, plain.new_empty(0), *stat_buffers(16, 5), 0)
+    assert torch.equal(runs[0.0], plain)
+    assert not torch.equal(runs[0.3], plain)
+
+
+def test_op_checks_tuned_arguments():
+    q = torch.zeros(3, 4)
+    mu = torch.zeros(4)
+    one = torch.ones(1, dtype=torch.float64)
+
+    def call(kind=1, precision=torch.ones(4), step=one, inv_mass=torch.ones(1, 4), jitter=0.0):
+        ops.run_chains_tuned(q, kind, mu, precision, step, inv_mass, jitter, 2, 0, 0, 0, 1, 1,
+                             q.new_empty(0), *stat_buffers(3, 4), 0)
+
+    call()
+    with pytest.raises(ValueError, match="target_kind must be"):
+        call(kind=3)
+    with pytest.raises(ValueError, match="precision must be empty"):
+        call(kind=0)
+    with pytest.raises(ValueError, match=r"precision of a diagonal target must have shape \[4\]"):
+        call(precision=torch.ones(3))
+    with pytest.raises(TypeError, match="precision must have q's dtype"):
+        call(precision=torch.ones(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"step_size must have shape \[1\] \(shared\) or \[3\]"):
+        call(step=torch.ones(2, dtype=torch.float64))
+    with pytest.raises(TypeError, match="step_size must be Double"):
+        call(step=torch.ones(1))
+    with pytest.raises(ValueError, match=r"inv_mass must have shape \[1, 4\]"):
+        call(inv_mass=torch.ones(3, 4))
+    with pytest.raises(ValueError, match="jitter must be in"):
+        call(jitter=1.0)
+
+
+def test_tuned_ops_refuse_non_cpu_tensors():
+    """No CUDA kernel yet: the op wrappers raise the named error before touching the data."""
+    q = torch.zeros(2, 3, device="meta")
+    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="CPU only") as info:
+        ops.run_chains_tuned(q, 0, q[0], q.new_empty(0), q[:1, 0].double(), q[:1], 0.0, 1, 0, 0,
+                             0, 1, 1, q.new_empty(0), q, q, q[:, 0], q[:, 0], 0)
+    assert isinstance(info.value, NotImplementedError)
+    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="warmup_chains"):
+        ops.warmup_chains(q, 0, q[0], q.new_empty(0), q[:1, 0], q[:1], 0.0, 1, 0, 0, 0, 1, 0, 1,
+                          75, 25, 50, 0.8, True, True, q, q, q)

@@ -1,0 +1,232 @@
+"""Warm-up adaptation (fused_hmc::warmup_chains) against a pure-Python rendition of Stan's.
+
+The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
+(restart() and set_mu() at each window end, the variance of the window's stored draws computed in
+one pass by torch), shares no code with the op, and is run in lock step with it: before every op
+transition the oracle gets the same state, and the transition's acceptance statistic comes from
+run_chains_tuned (the same transition, checked equal), so each step's adaptation is compared on
+its own.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fused_hmc import ops
+from fused_hmc.sampling.warmup import WarmupSettings, warmup_windows
+from fused_hmc.targets import DiagonalGaussian
+
+from .test_targets import make_target, run_tuned
+
+STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
+
+
+@pytest.mark.parametrize("num_warmup, windows, expected", [
+    (1000, (75, 25, 50), STAN_WINDOWS_1000),
+    (2000, (75, 25, 50), [(75, 100), (100, 150), (150, 250), (250, 450), (450, 850),
+                          (850, 1950)]),
+    (150, (75, 25, 50), [(75, 100)]),
+    (200, (75, 25, 50), [(75, 100), (100, 150)]),
+    (100, (75, 25, 50), [(15, 90)]),  # scaled to 15% / 75% / 10%
+    (20, (75, 25, 50), [(3, 18)]),
+    (19, (75, 25, 50), []),
+    (0, (75, 25, 50), []),
+    (300, (10, 20, 30), [(10, 30), (30, 70), (70, 270)]),
+])
+def test_windows(num_warmup, windows, expected):
+    assert warmup_windows(num_warmup, *windows) == expected
+
+
+def _ops_state(q0, groups, eps0, inv_mass0):
+    chains, dim = q0.shape
+    f64 = dict(dtype=torch.float64)
+    return dict(step=torch.full((groups,), eps0, **f64),
+                inv=inv_mass0.to(q0.dtype).expand(groups, dim).clone(),
+                da=torch.zeros(groups, 3, **f64), wm=torch.zeros(chains, dim, **f64),
+                wm2=torch.zeros(chains, dim, **f64))
+
+
+def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows, settings):
+    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], jitter, steps, seed, 0, first,
+                      n, 0, num_warmup, *windows, settings.target_accept, settings.adapt_step_size,
+                      settings.adapt_mass_matrix, s["da"], s["wm"], s["wm2"])
+
+
+class StanStepSize:
+    """stan::mcmc::stepsize_adaptation, verbatim in float64."""
+
+    def __init__(self, delta, eps):
+        self.delta, self.gamma, self.t0, self.kappa = delta, 0.05, 10.0, 0.75
+        self.set_mu(eps)
+
+    def set_mu(self, eps):
+        self.mu = math.log(10 * eps)
+        self.counter, self.s_bar, self.x_bar = 0, 0.0, 0.0
+
+    def learn(self, adapt_stat):
+        self.counter += 1
+        adapt_stat = min(adapt_stat, 1.0)
+        eta = 1.0 / (self.counter + self.t0)
+        self.s_bar = (1.0 - eta) * self.s_bar + eta * (self.delta - adapt_stat)
+        x = self.mu - self.s_bar * math.sqrt(self.counter) / self.gamma
+        x_eta = self.counter ** -self.kappa
+        self.x_bar = (1.0 - x_eta) * self.x_bar + x_eta * x
+        return math.exp(x)
+
+
+def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200,
+           windows=(75, 25, 50), settings=WarmupSettings(), inv_mass0=None):
+    """Runs the op one transition at a time beside the oracle; returns the op's final state."""
+    chains, dim = q0.shape
+    groups = 1 if settings.pooled else chains
+    inv_mass0 = torch.ones(dim) if inv_mass0 is None else inv_mass0
+    s = _ops_state(q0, groups, eps0, inv_mass0)
+    q = q0.clone()
+    stan = [StanStepSize(settings.target_accept, eps0) for _ in range(groups)]
+    slow = warmup_windows(num_warmup, *windows)
+    draws, updates = [], []
+    for i in range(num_warmup):
+        before = {k: v.clone() for k, v in s.items()}
+        q_check = q.clone()
+        _, _, _, accept_prob = run_tuned(q_check, target, before["step"], before["inv"], jitter,
+                                         steps, seed, i, 1, q.new_empty(0))
+        _warmup_op(q, target, s, jitter, steps, seed, i, 1, num_warmup, windows, settings)
+        assert torch.equal(q, q_check), i  # the warm-up transition is run_chains_tuned's
+
+        if settings.adapt_step_size:
+            stats = [float(accept_prob.mean())] if settings.pooled else accept_prob.tolist()
+            expected = [st.learn(a) for st, a in zip(stan, stats)]
+            if i == num_warmup - 1:
+                expected = [math.exp(st.x_bar) for st in stan]
+            torch.testing.assert_close(s["step"], torch.tensor(expected, dtype=torch.float64),
+                                       rtol=1e-12, atol=0, msg=f"step size after iteration {i}")
+        else:
+            assert torch.equal(s["step"], before["step"])
+
+        window = next((w for w in slow if w[0] <= i < w[1]), None)
+        if settings.adapt_mass_matrix and window is not None:
+            draws.append(q.double().clone())
+        if settings.adapt_mass_matrix and window is not None and i == window[1] - 1:
+            block = torch.stack(draws, dim=1)  # [chains, n, d]
+            if settings.pooled:
+                block = block.reshape(1, -1, dim)
+            n = block.shape[1]
+            var = block.var(dim=1)
+            expected = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+            torch.testing.assert_close(s["inv"], expected.to(q.dtype), rtol=1e-11, atol=0)
+            assert torch.equal(s["wm"], torch.zeros_like(s["wm"]))  # a fresh window follows
+            draws = []
+            updates.append(i)
+            for st, eps in zip(stan, s["step"].tolist()):  # Stan: set_mu(log(10 eps)), restart()
+                st.set_mu(eps)
+        else:
+            assert torch.equal(s["inv"], before["inv"]), i
+    expected_updates = [w[1] - 1 for w in slow] if settings.adapt_mass_matrix else []
+    assert updates == expected_updates
+    return q, s
+
+
+def _diagonal(dim=3):
+    return DiagonalGaussian(torch.linspace(-1, 1, dim), torch.logspace(-1, 1, dim))
+
+
+def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
+    return torch.randn(chains, dim, generator=torch.Generator().manual_seed(key), dtype=dtype)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_warmup_follows_stan(pooled):
+    """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
+    replay(_diagonal(), _q0(), settings=WarmupSettings(200, pooled=pooled))
+
+
+@pytest.mark.parametrize("adapt_step_size, adapt_mass_matrix", [(True, False), (False, True),
+                                                                (False, False)])
+def test_warmup_parts(adapt_step_size, adapt_mass_matrix):
+    settings = WarmupSettings(200, 0.7, adapt_step_size, adapt_mass_matrix, pooled=False)
+    replay(_diagonal(), _q0(chains=3), settings=settings)
+
+
+@pytest.mark.parametrize("num_warmup, windows", [(30, (75, 25, 50)), (12, (75, 25, 50)),
+                                                 (60, (5, 10, 3))])
+def test_warmup_short_and_custom_windows(num_warmup, windows):
+    replay(_diagonal(), _q0(chains=3), num_warmup=num_warmup, windows=windows,
+           settings=WarmupSettings(num_warmup, pooled=True))
+
+
+def test_warmup_float32_dense():
+    """float32 chains (inverse mass rounded to float32) and the dense target."""
+    target = make_target("dense", 4)
+    replay(target, _q0(chains=4, dim=4, dtype=torch.float32), eps0=0.2,
+           settings=WarmupSettings(200))
+
+
+def test_warmup_split_into_calls_is_identical():
+    """Any split of the warm-up into calls leaves the same bits (the schedule is a function of the
+    iteration index; the op carries everything else)."""
+    target, q0 = _diagonal(4), _q0(chains=5, dim=4)
+    for pooled in (False, True):
+        settings = WarmupSettings(220, pooled=pooled)
+        finals = []
+        for split in ([220], [1, 99, 120], [74, 1, 25, 50, 70]):
+            s = _ops_state(q0, 1 if pooled else 5, 0.3, torch.ones(4))
+            q, first = q0.clone(), 0
+            for n in split:
+                _warmup_op(q, target, s, 0.1, 4, 5, first, n, 220, (75, 25, 50), settings)
+                first += n
+            finals.append((q, s))
+        for q, s in finals[1:]:
+            assert torch.equal(q, finals[0][0])
+            for key in ("step", "inv", "da"):
+                assert torch.equal(s[key], finals[0][1][key]), key
+
+
+def test_warmup_per_chain_does_not_depend_on_the_batch_split():
+    """One adaptation state per chain: chains [0, 3) and [3, 6) warmed up separately (chain_offset
+    3 for the second part) equal the whole batch."""
+    target, q0 = _diagonal(), _q0()
+
+    def warm(q, offset):
+        s = _ops_state(q, q.shape[0], 0.3, torch.ones(3))
+        kind, mu, precision = target.op_arguments(q.dtype, q.device)
+        ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], 0.2, 3, 8, offset, 0, 160,
+                          0, 160, 75, 25, 50, 0.8, True, True, s["da"], s["wm"], s["wm2"])
+        return s
+
+    whole_q = q0.clone()
+    whole = warm(whole_q, 0)
+    parts_q = [q0[:3].clone(), q0[3:].clone()]
+    parts = [warm(parts_q[0], 0), warm(parts_q[1], 3)]
+    assert torch.equal(torch.cat(parts_q), whole_q)
+    for key in ("step", "inv"):
+        assert torch.equal(torch.cat([p[key] for p in parts]), whole[key]), key
+
+
+def test_warmup_op_checks_its_arguments():
+    target = _diagonal()
+    q = _q0(chains=2)
+    s = _ops_state(q, 2, 0.3, torch.ones(3))
+
+    def call(first=0, n=10, warmup_start=0, num_warmup=100, windows=(75, 25, 50),
+             target_accept=0.8, da=None, wm=None):
+        kind, mu, precision = target.op_arguments(q.dtype, q.device)
+        ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], 0.0, 2, 0, 0, first, n,
+                          warmup_start, num_warmup, *windows, target_accept, True, True,
+                          s["da"] if da is None else da, s["wm"] if wm is None else wm, s["wm2"])
+
+    call()
+    with pytest.raises(ValueError, match="must lie in the warm-up"):
+        call(first=95)
+    with pytest.raises(ValueError, match="must lie in the warm-up"):
+        call(first=3, warmup_start=5)
+    with pytest.raises(ValueError, match="base_window >= 1"):
+        call(windows=(75, 0, 50))
+    with pytest.raises(ValueError, match="target_accept must be in"):
+        call(target_accept=1.0)
+    with pytest.raises(ValueError, match=r"dual_averaging must have shape \[2, 3\]"):
+        call(da=torch.zeros(1, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="window_mean must be Double"):
+        call(wm=torch.zeros(2, 3))
