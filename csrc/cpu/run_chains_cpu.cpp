@@ -59,13 +59,7 @@ void run_chains_kernel(const RunChainsParams& p, scalar_t* q_ptr, const scalar_t
         if (decision.accepted) std::copy(proposal.begin(), proposal.end(), q);
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
-        if (!is_kept(t, p.thin)) continue;
-        const int64_t k = kept_before(t, p.thin) - first_kept;  // this call's kept index
-        sink.store(b, k, q, p.dim);
-        const double inv_count = 1.0 / static_cast<double>(p.kept_before + k + 1);
-        for (int64_t j = 0; j < p.dim; ++j) {
-          welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
-        }
+        keep_draw(sink, b, t, p.thin, first_kept, p.kept_before, q, p.dim, mean, m2);
       }
       accept_count_ptr[b] = accept_count;
       accept_prob_ptr[b] = accept_prob_sum;

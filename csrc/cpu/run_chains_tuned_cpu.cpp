@@ -54,13 +54,7 @@ void run_chains_tuned_kernel(const TunedRunParams& p, const GaussianTarget<scala
             step_size[g], p.jitter, p.num_steps, arrays.scratch());
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
-        if (!is_kept(t, p.thin)) continue;
-        const int64_t k = kept_before(t, p.thin) - first_kept;
-        sink.store(b, k, q, p.dim);
-        const double inv_count = 1.0 / static_cast<double>(p.kept_before + k + 1);
-        for (int64_t j = 0; j < p.dim; ++j) {
-          welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
-        }
+        keep_draw(sink, b, t, p.thin, first_kept, p.kept_before, q, p.dim, mean, m2);
       }
       accept_count_ptr[b] = accept_count;
       accept_prob_ptr[b] = accept_prob_sum;
