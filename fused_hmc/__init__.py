@@ -2,12 +2,12 @@
 
 Importing never compiles; the C++/CUDA extension is built on first use.
 """
-from ._build import CpuOnlyFeatureError, CudaUnavailableError, ExtensionBuildError, load_extension
+from ._build import CudaUnavailableError, ExtensionBuildError, load_extension
 from .module import HMC, ModelNew
 from .transition import hmc_step
 
 __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError",
-           "CudaUnavailableError", "CpuOnlyFeatureError"]
+           "CudaUnavailableError"]
 __version__ = "0.1.0"
 
 from . import targets  # noqa: E402

@@ -22,19 +22,6 @@ class CudaUnavailableError(RuntimeError):
     """A CUDA tensor reached fused_hmc, but the extension was built without its CUDA kernels."""
 
 
-class CpuOnlyFeatureError(NotImplementedError):
-    """A feature whose kernel exists on the CPU only (for now) was asked for with CUDA tensors."""
-
-
-def require_cpu(feature: str, device: torch.device) -> None:
-    """Raises CpuOnlyFeatureError when `device` is not the CPU, naming `feature`."""
-    if device.type != "cpu":
-        raise CpuOnlyFeatureError(
-            f"{feature} runs on the CPU only until its CUDA kernel lands (got tensors on "
-            f"{device}); pass CPU tensors (e.g. q0.cpu()), or on CUDA use num_warmup=0 with the "
-            "standard N(mu, I) target, a scalar step size, no inverse mass and no jitter")
-
-
 _lock = threading.Lock()
 _state = {"loaded": False, "failure": None, "cuda": False, "cuda_missing_reason": None,
           "bindings": None}

@@ -77,10 +77,9 @@ def run_chains_tuned(q: torch.Tensor, target_kind: int, mu: torch.Tensor, precis
                      m2: torch.Tensor, accept_count: torch.Tensor, accept_prob_sum: torch.Tensor,
                      kept_before: int) -> None:
     """run_chains for the Gaussian target family with step_size [G] float64 and inv_mass [G, d]
-    (G = 1 or B) and step-size jitter; target_kind 0/1/2 with precision empty/[d]/[d, d]. CPU only
-    for now (CpuOnlyFeatureError otherwise). Semantics: the schema comment in csrc/ops_schema.cpp.
+    (G = 1 or B) and step-size jitter; target_kind 0/1/2 with precision empty/[d]/[d, d].
+    Semantics: the schema comment in csrc/ops_schema.cpp.
     """
-    _build.require_cpu("fused_hmc::run_chains_tuned", q.device)
     _ops().run_chains_tuned.default(q, target_kind, mu, precision, step_size, inv_mass, jitter,
                                     num_leapfrog_steps, seed, chain_offset, first_transition,
                                     num_transitions, thin, samples, mean, m2, accept_count,
@@ -97,10 +96,9 @@ def warmup_chains(q: torch.Tensor, target_kind: int, mu: torch.Tensor, precision
     """Warm-up transitions [first_transition, first_transition + num_transitions) of a warm-up of
     num_warmup transitions starting at warmup_start, adapting step_size [G] (dual averaging, state
     dual_averaging [G, 3]) and inv_mass [G, d] (Stan's windows from init_buffer, base_window and
-    term_buffer; window_mean / window_m2 [B, d]) in place. CPU only for now. Semantics: the
-    schema comment in csrc/ops_schema.cpp.
+    term_buffer; window_mean / window_m2 [B, d]) in place. Semantics: the schema comment in
+    csrc/ops_schema.cpp.
     """
-    _build.require_cpu("fused_hmc::warmup_chains", q.device)
     _ops().warmup_chains.default(q, target_kind, mu, precision, step_size, inv_mass, jitter,
                                  num_leapfrog_steps, seed, chain_offset, first_transition,
                                  num_transitions, warmup_start, num_warmup, init_buffer,

@@ -80,7 +80,8 @@ void transition_philox(const Tensor& q, const Tensor& mu, const PhiloxStream& st
                           momentum_out ? momentum_out + b * dim : nullptr);
       const float u = stream_uniform(stream, b, transition);
       if (uniform_out) uniform_out[b] = u;
-      acc_ptr[b] = accept_or_revert(q_row, out_row, dim, change_sum, u);
+      acc_ptr[b] = philox_accept(u, log_accept_ratio(change_sum));
+      if (!acc_ptr[b]) std::copy(q_row, q_row + dim, out_row);
     }
   });
 }

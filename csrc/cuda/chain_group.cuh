@@ -36,6 +36,29 @@ void with_group_shape(GroupShape shape, Launch&& launch) {
   }
 }
 
+// with_group_shape for choose_tuned_group_shape's shapes: one chunk per thread for groups of 1 to
+// 256 threads, four chunks for groups of 128 and 256.
+template <typename Launch>
+void with_tuned_group_shape(GroupShape shape, Launch&& launch) {
+  using One = std::integral_constant<int, 1>;
+  if (shape.chunks != 1) {
+    using Four = std::integral_constant<int, kMaxChunksPerThread>;
+    if (shape.group == 128) return launch(std::integral_constant<int, 128>{}, Four{});
+    return launch(std::integral_constant<int, kMaxGroup>{}, Four{});
+  }
+  switch (shape.group) {
+    case 1: return launch(std::integral_constant<int, 1>{}, One{});
+    case 2: return launch(std::integral_constant<int, 2>{}, One{});
+    case 4: return launch(std::integral_constant<int, 4>{}, One{});
+    case 8: return launch(std::integral_constant<int, 8>{}, One{});
+    case 16: return launch(std::integral_constant<int, 16>{}, One{});
+    case 32: return launch(std::integral_constant<int, 32>{}, One{});
+    case 64: return launch(std::integral_constant<int, 64>{}, One{});
+    case 128: return launch(std::integral_constant<int, 128>{}, One{});
+    default: return launch(std::integral_constant<int, kMaxGroup>{}, One{});
+  }
+}
+
 // The chain's sum of chunk partials in the canonical order of math/chunk_sum.h: part[c] is the
 // partial of chunk lane + c * GROUP (zero for chunks past the end). Lane butterflies with rising
 // offsets build the tree over the low chunk-index bits, warps (for groups above a warp) the next

@@ -44,4 +44,22 @@ inline GroupShape choose_group_shape(int64_t dim) {
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
 }
 
+// The tuned samplers keep six values per coordinate through a transition (state, inverse mass,
+// position, momentum, initial momentum and force), so they give each thread one chunk for as long
+// as a group of up to 256 threads covers the row (d <= 1024), and four chunks above.
+inline GroupShape choose_tuned_group_shape(int64_t dim) {
+  const int64_t chunks = (dim + 3) / 4;
+  if (chunks <= kMaxGroup) return {next_pow2(chunks), 1};
+  return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
+}
+
+// The pooled warm-up's tiles: blocks' worth of chains (a power of two, so each tile's chains form a
+// subtree of the canonical pairwise sum over the chain index).
+inline int64_t pooled_warmup_tiles(int64_t batch, int64_t dim) {
+  const GroupShape shape = choose_tuned_group_shape(dim);
+  const int64_t chains_per_block =
+      shape.group <= kWarp ? kThreadsPerSmallGroupBlock / shape.group : 1;
+  return (batch + chains_per_block - 1) / chains_per_block;
+}
+
 }  // namespace fused_hmc

@@ -13,6 +13,7 @@
 
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
+#include "../math/philox_transition.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
 #include "launch_params.h"
@@ -115,7 +116,11 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
                      : metropolis_accept(static_cast<const scalar_t*>(p.uniform)[chain], log_alpha);
     } else {
       const float u = draw_uniform<SOURCE>(p, key, chain);
-      accepted = metropolis_accept(u, log_alpha);
+      if constexpr (SOURCE == NoiseSource::kPhilox) {
+        accepted = philox_accept(u, log_alpha);
+      } else {
+        accepted = metropolis_accept(u, log_alpha);
+      }
       if (p.uniform_out != nullptr) p.uniform_out[chain] = u;
     }
     p.accepted[chain] = accepted;

@@ -9,6 +9,7 @@
 #include "../transition_request.h"
 #include "group_shape.h"
 #include "launch_params.h"
+#include "run_outputs.h"
 
 namespace fused_hmc {
 namespace {
@@ -33,11 +34,8 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
     RunChainsParams<scalar_t> p{};
     p.q = q.data_ptr<scalar_t>();
     p.mu = mu_c.data_ptr<scalar_t>();
-    p.samples = samples.numel() > 0 ? samples.data_ptr<scalar_t>() : nullptr;
-    p.mean = mean.data_ptr<double>();
-    p.m2 = m2.data_ptr<double>();
-    p.accept_count = accept_count.data_ptr<int64_t>();
-    p.accept_prob_sum = accept_prob_sum.data_ptr<double>();
+    p.out = run_outputs<scalar_t>(samples, mean, m2, accept_count, accept_prob_sum, thin,
+                                  kept_before);
     p.batch = q.size(0);
     p.dim = q.size(1);
     p.steps = step_sizes<scalar_t>(step_size);
@@ -46,18 +44,8 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
     p.chain_offset = chain_offset;
     p.first_transition = first_transition;
     p.num_transitions = num_transitions;
-    p.thin = thin;
-    p.kept_before = kept_before;
     p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
                    rows_vectorizable(p.mu, p.dim, sizeof(scalar_t));
-    if (p.samples != nullptr) {
-      p.sample_chain_stride = samples.stride(0);
-      p.sample_draw_stride = samples.stride(1);
-      p.sample_dim_stride = samples.stride(2);
-      p.samples_vectorized = p.sample_dim_stride == 1 &&
-                             rows_vectorizable(p.samples, p.dim, sizeof(scalar_t)) &&
-                             p.sample_chain_stride % 4 == 0 && p.sample_draw_stride % 4 == 0;
-    }
     C10_CUDA_CHECK(launch_run_chains(p, c10::cuda::getCurrentCUDAStream()));
   });
 }

@@ -9,9 +9,9 @@
 #include "../math/noise_streams.h"
 #include "../math/philox_transition.h"
 #include "../math/thinning.h"
-#include "../math/welford.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
+#include "keep_draws.cuh"
 #include "launch_params.h"
 
 namespace fused_hmc {
@@ -25,7 +25,6 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + threadIdx.x / GROUP;
   const bool live = chain < p.batch;
   const uint64_t stream_chain = static_cast<uint64_t>(p.chain_offset + chain);
-  const bool vec_moments = p.dim % 4 == 0;  // float64 rows of 4k doubles stay 16-byte aligned
 
   scalar_t q[CHUNKS][4], mu[CHUNKS][4];
   double mean[CHUNKS][4], m2[CHUNKS][4];
@@ -35,14 +34,13 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     if (!live || j0 >= p.dim) continue;
     load_chunk(p.q + chain * p.dim, j0, p.dim, p.vectorized, q[c]);
     load_chunk(p.mu, j0, p.dim, p.vectorized, mu[c]);
-    load_chunk(p.mean + chain * p.dim, j0, p.dim, vec_moments, mean[c]);
-    load_chunk(p.m2 + chain * p.dim, j0, p.dim, vec_moments, m2[c]);
   }
+  if (live) transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, lane, p.dim, mean, m2);
   // The stored sum is carried in and added to one transition at a time, as on the CPU, so the
   // float64 total does not depend on how a run is split into calls.
   int64_t accept_count = 0;
-  double accept_prob_sum = lane == 0 && live ? p.accept_prob_sum[chain] : 0.0;
-  const int64_t first_kept = kept_before(p.first_transition, p.thin);
+  double accept_prob_sum = lane == 0 && live ? p.out.accept_prob_sum[chain] : 0.0;
+  const int64_t first_kept = kept_before(p.first_transition, p.out.thin);
 
   for (int64_t t = p.first_transition; t < p.first_transition + p.num_transitions; ++t) {
     const uint64_t tu = static_cast<uint64_t>(t);
@@ -75,49 +73,27 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       accept_prob_sum += static_cast<double>(decision.accept_prob);
     }
     accepted = group_broadcast<GROUP>(accepted);
-    const bool kept = is_kept(t, p.thin);
-    const int64_t k = kept_before(t, p.thin) - first_kept;
-    const double inv_count = kept ? 1.0 / static_cast<double>(p.kept_before + k + 1) : 0.0;
+    if (!live) continue;
+    if (accepted) {
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
-      if (!live || j0 >= p.dim) continue;
+      for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (accepted && j0 + e < p.dim) q[c][e] = proposal[c][e];
-      }
-      if (!kept) continue;
-      if (p.samples != nullptr) {
-        scalar_t* row = p.samples + chain * p.sample_chain_stride + k * p.sample_draw_stride;
-        if (p.sample_dim_stride == 1) {
-          store_chunk(row, j0, p.dim, p.samples_vectorized, q[c]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (j0 + e < p.dim) row[(j0 + e) * p.sample_dim_stride] = q[c][e];
-          }
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (j0 + e < p.dim) {
-          welford_update(mean[c][e], m2[c][e], static_cast<double>(q[c][e]), inv_count);
-        }
+        for (int e = 0; e < 4; ++e) q[c][e] = proposal[c][e];
       }
     }
+    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, t, first_kept, lane, p.dim, q, mean, m2);
   }
 
+  if (!live) return;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
-    if (!live || j0 >= p.dim) continue;
-    store_chunk(p.q + chain * p.dim, j0, p.dim, p.vectorized, q[c]);
-    store_chunk(p.mean + chain * p.dim, j0, p.dim, vec_moments, mean[c]);
-    store_chunk(p.m2 + chain * p.dim, j0, p.dim, vec_moments, m2[c]);
+    if (j0 < p.dim) store_chunk(p.q + chain * p.dim, j0, p.dim, p.vectorized, q[c]);
   }
-  if (lane == 0 && live) {
-    p.accept_count[chain] += accept_count;
-    p.accept_prob_sum[chain] = accept_prob_sum;
+  transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, lane, p.dim, mean, m2);
+  if (lane == 0) {
+    p.out.accept_count[chain] += accept_count;
+    p.out.accept_prob_sum[chain] = accept_prob_sum;
   }
 }
 

@@ -15,10 +15,11 @@ namespace fused_hmc {
 
 constexpr int kChunkSize = 4;
 
-// Streaming pairwise sum of chunk partials added in chunk order.
-template <typename T>
+// Streaming pairwise sum of chunk partials added in chunk order; at most 2^LEVELS - 1 of them (a
+// kernel summing short runs picks a small LEVELS to keep the array in registers).
+template <typename T, int LEVELS = 64>
 struct PairwiseChunkSum {
-  T level[64];        // level[i]: a completed subtree of 2^i chunks awaiting its right sibling
+  T level[LEVELS];    // level[i]: a completed subtree of 2^i chunks awaiting its right sibling
   uint64_t count = 0;
 
   FHMC_HD void add(T v) {
@@ -32,7 +33,7 @@ struct PairwiseChunkSum {
   FHMC_HD T total() const {
     T acc = T(0);
     bool started = false;
-    for (int i = 0; i < 64 && (count >> i) != 0; ++i) {
+    for (int i = 0; i < LEVELS && (count >> i) != 0; ++i) {
       if ((count >> i) & 1u) {
         acc = started ? level[i] + acc : level[i] + T(0);
         started = true;

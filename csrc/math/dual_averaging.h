@@ -10,8 +10,8 @@
 //   w     = n^-kappa
 //   x_bar = (1 - w) x_bar + w x              -> at the end of warm-up the step size is exp(x_bar)
 // with gamma = 0.05, t0 = 10, kappa = 0.75 (so w = 1 / (sqrt(n) sqrt(sqrt(n))), formed from
-// correctly rounded operations so CPU and GPU agree; exp and log are libm's / CUDA's, within an
-// ulp).
+// correctly rounded operations, and exp / log from portable_math.h, so CPU and GPU agree bit for
+// bit).
 // (s_bar is the paper's H-bar.) Every product and sum is spelled with an explicit rounding so the
 // device build cannot contract it differently from the host's.
 #pragma once
@@ -21,7 +21,7 @@
 
 #include "gaussian_hmc.h"
 #include "host_device.h"
-#include "mass_matrix.h"
+#include "portable_math.h"
 
 namespace fused_hmc {
 
@@ -33,9 +33,6 @@ constexpr double kDualAveragingT0 = 10.0;
 struct DualAveraging {
   double s_bar, x_bar, mu;
 };
-
-FHMC_HD double exp_f64(double v) { return exp(v); }
-FHMC_HD double log_f64(double v) { return log(v); }
 
 // n^-0.75.
 FHMC_HD double dual_averaging_weight(double n) {
@@ -50,7 +47,7 @@ FHMC_HD double dual_averaging_update(DualAveraging& s, int64_t n, double accept_
   if (n == 1) {
     s.s_bar = 0.0;
     s.x_bar = 0.0;
-    s.mu = log_f64(mul_rn(10.0, step_size));
+    s.mu = portable_log(mul_rn(10.0, step_size));
   }
   const double a = accept_stat > 1.0 ? 1.0 : accept_stat;
   const double count = static_cast<double>(n);
@@ -60,10 +57,10 @@ FHMC_HD double dual_averaging_update(DualAveraging& s, int64_t n, double accept_
       sub_rn(s.mu, div_rn(mul_rn(s.s_bar, sqrt_rn(count)), kDualAveragingGamma));
   const double w = dual_averaging_weight(count);
   s.x_bar = add_rn(mul_rn(sub_rn(1.0, w), s.x_bar), mul_rn(w, x));
-  return exp_f64(x);
+  return portable_exp(x);
 }
 
 // The step size warm-up ends with (Stan's complete_adaptation).
-FHMC_HD double dual_averaging_final(const DualAveraging& s) { return exp_f64(s.x_bar); }
+FHMC_HD double dual_averaging_final(const DualAveraging& s) { return portable_exp(s.x_bar); }
 
 }  // namespace fused_hmc

@@ -72,6 +72,36 @@ FHMC_HD double fma_any(double a, double b, double c) {
 #endif
 }
 
+// Correctly rounded square root and division (the device defaults may be approximate).
+FHMC_HD float sqrt_rn(float v) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+FHMC_HD double sqrt_rn(double v) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+FHMC_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+FHMC_HD double div_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 // Step sizes as the reference's Python floats reach float32/float64 kernels: eps rounded once,
 // and 0.5 * eps formed in double before rounding.
 template <typename scalar_t>

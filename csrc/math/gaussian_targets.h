@@ -47,14 +47,18 @@ struct GaussianTarget {
   const scalar_t* precision;  // kDiagonal: [dim]; kDense: [dim, dim] row-major; kStandard: unused
 
   // f_j at x = q - mu ([dim]; only x[j] is read unless the target is dense).
-  FHMC_HD scalar_t force(const scalar_t* x, int64_t j) const {
+  FHMC_HD scalar_t force(const scalar_t* x, int64_t j) const { return force_at(x[j], j, x); }
+
+  // f_j given x_j, for a kernel holding x_j in a register; `x` ([dim], e.g. shared memory) is read
+  // only by a dense target.
+  FHMC_HD scalar_t force_at(scalar_t x_j, int64_t j, const scalar_t* x) const {
     switch (kind) {
       case TargetKind::kDiagonal:
-        return mul_rn(precision[j], x[j]);
+        return mul_rn(precision[j], x_j);
       case TargetKind::kDense:
         return dense_row_force(precision + j * dim, x, dim);
       default:
-        return x[j];
+        return x_j;
     }
   }
 };

@@ -19,35 +19,6 @@
 
 namespace fused_hmc {
 
-FHMC_HD float sqrt_rn(float v) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(v);
-#else
-  return std::sqrt(v);
-#endif
-}
-FHMC_HD double sqrt_rn(double v) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(v);
-#else
-  return std::sqrt(v);
-#endif
-}
-FHMC_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-FHMC_HD double div_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
 // sqrt(M_jj) = 1 / sqrt(m_inv_j), correctly rounded twice: the momentum is z * momentum_scale. A
 // kernel may compute it once per chain and keep it; m_inv = 1 gives exactly 1.
 template <typename scalar_t>

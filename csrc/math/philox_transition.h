@@ -14,6 +14,7 @@
 #include "gaussian_hmc.h"
 #include "host_device.h"
 #include "noise_streams.h"
+#include "portable_math.h"
 #include "transforms.h"
 
 namespace fused_hmc {
@@ -47,15 +48,22 @@ FHMC_HD scalar_t philox_proposal(const PhiloxStream& stream, uint64_t chain, uin
   return change.total();
 }
 
-FHMC_HD float exp_rn(float v) { return expf(v); }
-FHMC_HD double exp_rn(double v) { return exp(v); }
+// The native philox mode's Metropolis test: metropolis_accept's comparison with log(u) taken by
+// portable_log, so a CPU and a GPU run of the same stream decide alike even at near ties (the
+// torch-stream and external-noise modes keep metropolis_accept: they match torch's own log).
+template <typename scalar_t>
+FHMC_HD bool philox_accept(float uniform, scalar_t log_alpha) {
+  const float floor = 1e-10f;
+  const float clamped = uniform < floor ? floor : uniform;
+  return static_cast<scalar_t>(portable_log(clamped)) < log_alpha;
+}
 
-// min(1, exp(log_alpha)), computed in the chain's dtype; a NaN log_alpha (a diverged proposal,
-// always rejected) gives 0.
+// min(1, exp(log_alpha)), computed in the chain's dtype with portable_exp (it drives dual
+// averaging); a NaN log_alpha (a diverged proposal, always rejected) gives 0.
 template <typename scalar_t>
 FHMC_HD scalar_t accept_probability(scalar_t log_alpha) {
   if (log_alpha != log_alpha) return scalar_t(0);
-  return log_alpha >= scalar_t(0) ? scalar_t(1) : exp_rn(log_alpha);
+  return log_alpha >= scalar_t(0) ? scalar_t(1) : portable_exp(log_alpha);
 }
 
 // The Metropolis decision of a transition from its uniform (stream_uniform, which callers may draw
@@ -69,7 +77,7 @@ struct PhiloxDecision {
 template <typename scalar_t>
 FHMC_HD PhiloxDecision<scalar_t> philox_decide(float uniform, scalar_t change_sum) {
   const scalar_t log_alpha = log_accept_ratio(change_sum);
-  return {metropolis_accept(uniform, log_alpha), accept_probability(log_alpha)};
+  return {philox_accept(uniform, log_alpha), accept_probability(log_alpha)};
 }
 
 }  // namespace fused_hmc

@@ -82,7 +82,7 @@ FHMC_HD PhiloxDecision<scalar_t> tuned_transition(const PhiloxStream& stream, ui
     for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
       const int64_t j = j0 + e;
       s.x0[j] = q[j] - target.mu[j];
-      s.p0[j] = z[e] * momentum_scale(inv_mass[j]);
+      s.p0[j] = mul_rn(z[e], momentum_scale(inv_mass[j]));
       s.x[j] = s.x0[j];
     }
   }

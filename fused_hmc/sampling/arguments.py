@@ -107,7 +107,7 @@ def check_jitter(jitter) -> float:
 
 def tuned_features(settings: WarmupSettings, target, step_size, inverse_mass,
                     jitter: float) -> list[str]:
-    """What of a configuration only the tuned (CPU-only for now) kernels can run."""
+    """What of a configuration needs the tuned kernels (run_chains_tuned, warmup_chains)."""
     features = []
     if settings.num_warmup:
         features.append("warm-up adaptation (num_warmup > 0)")

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .._build import load_extension, require_cpu, require_cuda_kernels
+from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
 from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_q0,
                         check_step_size, check_target, count, tuned_features)
@@ -87,10 +87,9 @@ class Sampler:
             (75, 25, 50): initial fast interval, first slow window (then doubling), terminal fast
             interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup.
 
-    Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run on the
-    CPU only until their CUDA kernel lands: with CUDA tensors they raise
-    :class:`fused_hmc.CpuOnlyFeatureError`. Without them the behaviour, on either device, is
-    exactly the seed sampler's.
+    Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run the
+    tuned kernels (run_chains_tuned, warmup_chains; CPU and CUDA give the same bits). Without them
+    the behaviour, on either device, is exactly the seed sampler's.
     """
 
     def __init__(self, q0: torch.Tensor, *, step_size: float = 0.1, num_leapfrog_steps: int = 10,
@@ -121,8 +120,6 @@ class Sampler:
         self.seed = count("seed", seed, 0, 2**64 - 1)
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
         tuned = tuned_features(self.warmup, target, self.step_size, inverse_mass, self.jitter)
-        if tuned:
-            require_cpu(", ".join(tuned), self._q.device)
         if self._q.is_cuda:
             require_cuda_kernels()
         load_extension()  # build now, so that the first chunk's timing measures sampling

@@ -61,6 +61,11 @@ class SampleResult(NamedTuple):
     inverse_mass: torch.Tensor | None = None
     num_warmup: int = 0
 
+    def cpu(self) -> SampleResult:
+        """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
+        return self._replace(**{name: value.cpu() for name, value in self._asdict().items()
+                                if isinstance(value, torch.Tensor)})
+
     def to_arviz(self):
         """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
 

@@ -60,12 +60,13 @@ def _start(chains, dim, dtype, key):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_pooled_warmup_on_scales_from_0_01_to_100(dtype):
+def test_pooled_warmup_on_scales_from_0_01_to_100(dtype, device):
     """Chains start at N(0, I), far from N(mu, diag(scale^2)) with scales 0.01 .. 100 (condition
     number 1e8). After 1000 warm-up transitions (pooled): acceptance within 0.03 of 0.8, the
     inverse mass near the variances, and means and variances of the draws right."""
-    res = fused_hmc.sample(_start(256, 10, dtype, 1), 300, num_warmup=1000, target=DIAGONAL,
-                           pooled=True, jitter=0.2, seed=2026, progress=False)
+    res = fused_hmc.sample(_start(256, 10, dtype, 1).to(device), 300, num_warmup=1000,
+                           target=DIAGONAL, pooled=True, jitter=0.2, seed=2026,
+                           progress=False).cpu()
     assert res.num_warmup == 1000 and res.samples.shape == (256, 300, 10)
     assert res.next_transition == 1300
     for rate in (res.accept_rate.mean().item(), res.mean_accept_prob.mean().item()):
@@ -105,7 +106,7 @@ def test_per_chain_warmup():
     assert np.all(np.abs(z) < z_bound(len(z))), z
 
 
-def test_dense_gaussian_with_condition_number_100():
+def test_dense_gaussian_with_condition_number_100(device):
     """N(mu, Lambda^-1), Lambda with eigenvalues 1 .. 100 in a random basis (correlations up to
     0.9): a diagonal mass cannot remove the rotation, yet after warm-up the means and every
     covariance entry are recovered (z of the mean of (x_i - mu_i)(x_j - mu_j), whose variance is
@@ -116,8 +117,9 @@ def test_dense_gaussian_with_condition_number_100():
     precision = basis @ torch.diag(torch.logspace(0, 2, d, dtype=torch.float64)) @ basis.T
     target = DenseGaussian(torch.randn(d, generator=gen, dtype=torch.float64), precision)
     assert abs(torch.linalg.cond(target.precision).item() - 100) < 1e-6
-    res = fused_hmc.sample(_start(128, d, torch.float64, 4), 500, num_warmup=1000, target=target,
-                           pooled=True, jitter=0.2, seed=99, progress=False)
+    res = fused_hmc.sample(_start(128, d, torch.float64, 4).to(device), 500, num_warmup=1000,
+                           target=target, pooled=True, jitter=0.2, seed=99,
+                           progress=False).cpu()
     # The diagonal mass leaves frequencies spread over sqrt(100) = 10, and the terminal 50-draw
     # dual averaging ends a little high here (0.84); the requirement is on the moments.
     assert 0.75 < res.mean_accept_prob.mean().item() < 0.9

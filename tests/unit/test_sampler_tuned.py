@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import _build, ops
+from fused_hmc import ops
 from fused_hmc.sampling.tuned import PlainChains, TunedChains
 from fused_hmc.targets import DenseGaussian, DiagonalGaussian, StandardGaussian
 
@@ -176,25 +176,18 @@ def test_bad_input_is_named(kwargs, error, match):
         fused_hmc.sample(torch.zeros(2, 3), 4, progress=False, **kwargs)
 
 
-def test_cpu_only_features_raise_the_named_error():
-    """require_cpu is what Sampler calls for CUDA chains that ask for a tuned feature."""
-    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="warm-up.*CPU only"):
-        _build.require_cpu("warm-up adaptation (num_warmup > 0)", torch.device("cuda"))
-    _build.require_cpu("anything", torch.device("cpu"))
-    assert issubclass(fused_hmc.CpuOnlyFeatureError, NotImplementedError)
-
-
 @pytest.mark.cuda
-@pytest.mark.parametrize("kwargs", [dict(num_warmup=10), dict(jitter=0.1),
-                                    dict(inverse_mass=torch.ones(3)),
-                                    dict(target=DenseGaussian(torch.zeros(3), torch.eye(3)))])
-def test_cuda_chains_with_tuned_features_raise(kwargs):
-    q0 = torch.zeros(2, 3, device="cuda")
-    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="CPU only"):
-        fused_hmc.sample(q0, 4, progress=False, **kwargs)
-    # The seed sampler keeps working on CUDA, also through an explicit StandardGaussian.
-    res = fused_hmc.sample(q0, 4, progress=False, target=StandardGaussian(torch.zeros(3)))
-    assert res.samples.is_cuda
+@pytest.mark.parametrize("kwargs", [dict(num_warmup=30), dict(jitter=0.1),
+                                    dict(inverse_mass=torch.linspace(0.5, 2, 3)),
+                                    dict(target=DenseGaussian(torch.zeros(3), torch.eye(3) * 2))])
+def test_cuda_tuned_features_equal_the_cpu(kwargs):
+    """Every tuned feature runs on CUDA, and gives the CPU build's bits."""
+    q0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))
+    runs = [fused_hmc.sample(q0.to(device), 40, progress=False, seed=11, **kwargs)
+            for device in ("cpu", "cuda")]
+    assert runs[1].samples.is_cuda
+    assert torch.equal(runs[0].samples, runs[1].samples.cpu())
+    assert torch.equal(runs[0].accept_count, runs[1].accept_count.cpu())
 
 
 def test_tuned_chains_hold_their_state_on_the_chains_device():

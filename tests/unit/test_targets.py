@@ -241,15 +241,3 @@ def test_op_checks_tuned_arguments():
         call(inv_mass=torch.ones(3, 4))
     with pytest.raises(ValueError, match="jitter must be in"):
         call(jitter=1.0)
-
-
-def test_tuned_ops_refuse_non_cpu_tensors():
-    """No CUDA kernel yet: the op wrappers raise the named error before touching the data."""
-    q = torch.zeros(2, 3, device="meta")
-    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="CPU only") as info:
-        ops.run_chains_tuned(q, 0, q[0], q.new_empty(0), q[:1, 0].double(), q[:1], 0.0, 1, 0, 0,
-                             0, 1, 1, q.new_empty(0), q, q, q[:, 0], q[:, 0], 0)
-    assert isinstance(info.value, NotImplementedError)
-    with pytest.raises(fused_hmc.CpuOnlyFeatureError, match="warmup_chains"):
-        ops.warmup_chains(q, 0, q[0], q.new_empty(0), q[:1, 0], q[:1], 0.0, 1, 0, 0, 0, 1, 0, 1,
-                          75, 25, 50, 0.8, True, True, q, q, q)

@@ -1,0 +1,258 @@
+// CUDA kernel of warmup_chains with one pooled adaptation state (G = 1): a cooperative launch whose
+// blocks run tiles of chains (a block's worth each, a power of two) and meet at grid-wide barriers,
+// so no transition waits for the host.
+//
+// After each transition every tile writes the sum of its chains' acceptance statistics; past one
+// grid barrier every block sums the tiles' sums itself and runs the same dual averaging on the same
+// numbers, so every block holds the same step size without another barrier (the tile sums are
+// double-buffered by transition parity, so the next transition's writes cannot overtake a slow
+// block's reads). At the end of a slow window the chains' window moments are pooled in two
+// rounds (grand mean, then the law of total variance) spread over the blocks, with barriers
+// between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
+// tile's chains form one subtree, the tiles the levels above. Bit for bit the CPU build's warm-up.
+//
+// The chains' state lives in global memory between transitions (a block may run several tiles);
+// the shared inverse mass lives in shared memory, the step size and dual averaging in registers.
+#include <cooperative_groups.h>
+
+#include "../math/adaptation_windows.h"
+#include "../math/chunk_sum.h"
+#include "../math/dual_averaging.h"
+#include "../math/mass_matrix.h"
+#include "../math/welford.h"
+#include "chain_group.cuh"
+#include "launch_params.h"
+#include "tuned_group.cuh"
+
+namespace fused_hmc {
+namespace {
+
+namespace cg = cooperative_groups;
+
+// The sum of values[k * stride] for k in [0, n) in the canonical pairwise order, by the whole
+// block (blockDim.x a power of two); every thread gets it. Each thread sums an aligned segment of
+// a power-of-two length, then the threads' sums are combined pairwise; zero padding changes no
+// value. scratch: blockDim.x doubles of shared memory.
+__device__ double block_pairwise_sum(const double* values, int64_t n, int64_t stride,
+                                     double* scratch) {
+  const int threads = blockDim.x;
+  int64_t segment = 1;
+  while (segment * threads < n) segment *= 2;
+  PairwiseChunkSum<double, 32> part;
+  const int64_t begin = threadIdx.x * segment;
+  for (int64_t k = begin; k < begin + segment && k < n; ++k) part.add(values[k * stride]);
+  scratch[threadIdx.x] = part.total();
+  __syncthreads();
+  for (int width = 1; width < threads; width *= 2) {
+    if (threadIdx.x % (2 * width) == 0) {
+      scratch[threadIdx.x] = scratch[threadIdx.x] + scratch[threadIdx.x + width];
+    }
+    __syncthreads();
+  }
+  const double total = scratch[0];
+  __syncthreads();  // scratch may be reused at once
+  return total;
+}
+
+// One chain of a tile, as seen by one of its threads.
+template <int GROUP>
+struct TileSeat {
+  int64_t chain;
+  GroupSeat seat;
+  __device__ TileSeat(int64_t tile, int64_t batch) {
+    constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
+    chain = tile * kChains + threadIdx.x / GROUP;
+    seat = GroupSeat{static_cast<int>(threadIdx.x % GROUP), chain < batch};
+  }
+};
+
+template <typename scalar_t, int GROUP, int CHUNKS>
+class PooledWarmup {
+ public:
+  static constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
+
+  __device__ PooledWarmup(const WarmupParams<scalar_t>& p, double* scratch)
+      : p_(p), c_(p.chains), scratch_(scratch), tiles_((p.chains.batch + kChains - 1) / kChains) {
+    inv_mass_ = tuned_shared_memory<scalar_t>();
+    x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
+    for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    __syncthreads();
+  }
+
+  __device__ int64_t aligned_dim() const { return (c_.dim + 1) / 2 * 2; }  // 16-byte aligned
+
+  // Transition t of every chain of the block's tiles; returns the block's share of the tile sums.
+  __device__ void run_tiles(int64_t t, double step_size, double* tile_accept) {
+    __shared__ double chain_accept[kChains];
+    const int64_t i = t - p_.warmup_start;
+    const SlowWindow window = slow_window_of(p_.windows, i);
+    const bool in_window = p_.adapt_mass_matrix && window.start >= 0;
+    for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
+      const TileSeat<GROUP> at(tile, c_.batch);
+      scalar_t* q_row = c_.q + (at.seat.live ? at.chain : 0) * c_.dim;
+      scalar_t q[CHUNKS][4], inv_mass[CHUNKS][4];
+      load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0), q);
+      load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_, at.seat, c_.dim, false, scalar_t(1),
+                                              inv_mass);
+      const auto decision = group_tuned_transition<scalar_t, GROUP, CHUNKS>(
+          c_.stream, static_cast<uint64_t>(c_.chain_offset + at.chain), static_cast<uint64_t>(t),
+          at.seat, c_.target, q, inv_mass, step_size, c_.jitter, c_.num_steps, x_shared_);
+      if (at.seat.lane == 0) {
+        chain_accept[threadIdx.x / GROUP] =
+            at.seat.live ? static_cast<double>(decision.accept_prob) : 0.0;
+      }
+      if (at.seat.live && decision.accepted) {
+        store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q);
+      }
+      if (in_window && at.seat.live) fold_into_window(at, q, i - window.start + 1);
+      __syncthreads();
+      const double sum = block_pairwise_sum(chain_accept, kChains, 1, scratch_);
+      if (threadIdx.x == 0) tile_accept[tile] = sum;
+    }
+  }
+
+  // The mean acceptance statistic of all chains, once every tile has written its sum.
+  __device__ double mean_accept(const double* tile_accept) const {
+    return block_pairwise_sum(tile_accept, tiles_, 1, scratch_) / static_cast<double>(c_.batch);
+  }
+
+  // The pooled inverse mass from every chain's window of `draws` draws, and fresh windows.
+  __device__ void update_inverse_mass(cg::grid_group& grid, double draws) {
+    sum_tile_columns([&](int64_t chain, int64_t j) { return p_.window_mean[chain * c_.dim + j]; });
+    grid.sync();
+    const double chains = static_cast<double>(c_.batch);
+    for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
+      const double total = block_pairwise_sum(p_.tile_moments + j, tiles_, c_.dim, scratch_);
+      if (threadIdx.x == 0) p_.grand_mean[j] = total / chains;
+    }
+    grid.sync();
+    sum_tile_columns([&](int64_t chain, int64_t j) {
+      double& mean = p_.window_mean[chain * c_.dim + j];
+      double& m2 = p_.window_m2[chain * c_.dim + j];
+      const double term = pooled_m2_term(m2, mean, p_.grand_mean[j], draws);
+      mean = 0.0;
+      m2 = 0.0;
+      return term;
+    });
+    grid.sync();
+    const double pooled_draws = draws * chains;
+    for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
+      const double m2 = block_pairwise_sum(p_.tile_moments + j, tiles_, c_.dim, scratch_);
+      if (threadIdx.x == 0) {
+        c_.inv_mass[j] =
+            adapted_inverse_mass(m2 / (pooled_draws - 1.0), pooled_draws, inv_mass_[j]);
+      }
+    }
+    grid.sync();
+    for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    __syncthreads();
+  }
+
+ private:
+  __device__ void fold_into_window(const TileSeat<GROUP>& at, const scalar_t (&q)[CHUNKS][4],
+                                   int64_t draws) {
+    const double inv_count = 1.0 / static_cast<double>(draws);
+#pragma unroll
+    for (int k = 0; k < CHUNKS; ++k) {
+      const int64_t j0 = at.seat.chunk_start(k, GROUP);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (j0 + e >= c_.dim) continue;
+        const int64_t at_j = at.chain * c_.dim + j0 + e;
+        welford_update(p_.window_mean[at_j], p_.window_m2[at_j], static_cast<double>(q[k][e]),
+                       inv_count);
+      }
+    }
+  }
+
+  // tile_moments[tile, j] = the pairwise sum over the tile's chains of value(chain, j) (zero for
+  // chains past the batch).
+  template <typename Value>
+  __device__ void sum_tile_columns(Value value) {
+    for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
+      for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) {
+        PairwiseChunkSum<double, 9> sum;  // kChains <= 256
+        for (int k = 0; k < kChains; ++k) {
+          const int64_t chain = tile * kChains + k;
+          sum.add(chain < c_.batch ? value(chain, j) : 0.0);
+        }
+        p_.tile_moments[tile * c_.dim + j] = sum.total();
+      }
+    }
+  }
+
+  const WarmupParams<scalar_t>& p_;
+  const TunedChainsParams<scalar_t>& c_;
+  double* scratch_;
+  int64_t tiles_;
+  scalar_t* inv_mass_;  // shared memory [dim]
+  scalar_t* x_shared_;  // a dense target's position vector of this thread's chain
+};
+
+template <typename scalar_t, int GROUP, int CHUNKS>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
+    warmup_pooled_kernel(const WarmupParams<scalar_t> p) {
+  __shared__ double scratch[GroupGeometry<GROUP>::kThreads];
+  cg::grid_group grid = cg::this_grid();
+  PooledWarmup<scalar_t, GROUP, CHUNKS> warmup(p, scratch);
+  double step_size = p.chains.step_size[0];
+  DualAveraging averaging = p.dual_averaging[0];
+  const int64_t tiles = (p.chains.batch + GroupGeometry<GROUP>::kChainsPerBlock - 1) /
+                        GroupGeometry<GROUP>::kChainsPerBlock;
+
+  for (int64_t t = p.chains.first_transition;
+       t < p.chains.first_transition + p.chains.num_transitions; ++t) {
+    double* tile_accept = p.tile_accept + (t % 2) * tiles;
+    warmup.run_tiles(t, step_size, tile_accept);
+    grid.sync();
+    const int64_t i = t - p.warmup_start;
+    if (p.adapt_step_size) {
+      const double accept_stat = warmup.mean_accept(tile_accept);
+      const int64_t n = i - dual_averaging_start(p.windows, i, p.adapt_mass_matrix) + 1;
+      step_size = dual_averaging_update(averaging, n, accept_stat, p.target_accept, step_size);
+      if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
+    }
+    if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {
+      const SlowWindow window = slow_window_of(p.windows, i);
+      warmup.update_inverse_mass(grid, static_cast<double>(i - window.start + 1));
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    p.chains.step_size[0] = step_size;
+    p.dual_averaging[0] = averaging;
+  }
+}
+
+}  // namespace
+
+template <typename scalar_t>
+cudaError_t launch_warmup_pooled(const WarmupParams<scalar_t>& p, cudaStream_t stream) {
+  cudaError_t status = cudaSuccess;
+  with_tuned_group_shape(choose_tuned_group_shape(p.chains.dim), [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    using Geometry = GroupGeometry<G>;
+    const auto kernel = warmup_pooled_kernel<scalar_t, G, C>;
+    const int64_t tiles = pooled_warmup_tiles(p.chains.batch, p.chains.dim);
+    const size_t shared = ((p.chains.dim + 1) / 2 * 2) * sizeof(scalar_t) +
+                          dense_shared_bytes(p.chains, Geometry::kChainsPerBlock);
+    int per_sm = 0;
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry::kThreads,
+                                                           shared);
+    if (status != cudaSuccess) return;
+    const int64_t resident = static_cast<int64_t>(per_sm) * p.sm_count;
+    if (resident == 0) {
+      status = cudaErrorCooperativeLaunchTooLarge;
+      return;
+    }
+    const dim3 blocks(static_cast<unsigned>(tiles < resident ? tiles : resident));
+    void* args[] = {const_cast<WarmupParams<scalar_t>*>(&p)};
+    status = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks,
+                                         dim3(Geometry::kThreads), args, shared, stream);
+  });
+  return status;
+}
+
+template cudaError_t launch_warmup_pooled<float>(const WarmupParams<float>&, cudaStream_t);
+template cudaError_t launch_warmup_pooled<double>(const WarmupParams<double>&, cudaStream_t);
+
+}  // namespace fused_hmc

@@ -1,0 +1,160 @@
+"""The tuned samplers' CUDA kernels against their CPU build: the same bits.
+
+run_chains_tuned and warmup_chains share every operation with the CPU build (csrc/math/), sum in the
+same pairwise orders, and take exp / log from portable_math.h, so a CUDA call must reproduce the CPU
+call exactly: chain states, kept draws, Welford moments, acceptance statistics, adapted step sizes,
+inverse masses and dual-averaging state. The CPU build is itself checked against the pure-torch
+reference (test_targets.py) and a Stan oracle (test_warmup.py). Shapes cover every compiled group
+shape (one chunk per thread for groups of 1 to 256, four chunks above d = 1024), partial blocks,
+dense targets up to the limit, and pooled warm-ups with more tiles than resident blocks.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fused_hmc import ops
+
+from .test_targets import make_target, stat_buffers
+
+pytestmark = pytest.mark.cuda
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def _state(chains, dim, dtype, groups, key):
+    gen = torch.Generator().manual_seed(key)
+    q = 2 * torch.randn(chains, dim, generator=gen, dtype=dtype)
+    step = 0.05 + 0.3 * torch.rand(groups, generator=gen, dtype=torch.float64)
+    inv_mass = (0.5 + torch.rand(groups, dim, generator=gen, dtype=torch.float64)).to(dtype)
+    return q, step, inv_mass
+
+
+def _on(device, *tensors):
+    return [t.to(device) for t in tensors]
+
+
+def _run_tuned(device, q, target, step, inv_mass, jitter, steps, seed, first, n, thin):
+    q, step, inv_mass = _on(device, q, step, inv_mass)
+    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    kept = (first + n) // thin - first // thin
+    samples = q.new_zeros(q.shape[0], kept, q.shape[1])
+    buffers = stat_buffers(*q.shape, device=q.device)
+    ops.run_chains_tuned(q, kind, mu, precision, step, inv_mass, jitter, steps, seed, 3, first, n,
+                         thin, samples, *buffers, 0)
+    return [t.cpu() for t in (q, samples, *buffers)]
+
+
+SHAPES = [("standard", 37, 1), ("diagonal", 37, 3), ("diagonal", 300, 64), ("standard", 5, 130),
+          ("diagonal", 3, 1024), ("diagonal", 3, 1030), ("standard", 2, 4096), ("dense", 37, 1),
+          ("dense", 37, 5), ("dense", 9, 64), ("dense", 4, 130), ("dense", 3, 256)]
+
+
+@pytest.mark.parametrize("kind, chains, dim", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("per_chain", [False, True])
+def test_run_chains_tuned_equals_cpu(kind, chains, dim, dtype, per_chain):
+    target = make_target(kind, dim)
+    q, step, inv_mass = _state(chains, dim, dtype, chains if per_chain else 1, key=dim)
+    args = (target, step, inv_mass, 0.25 if per_chain else 0.0, 4, 1234, 5, 6, 2)
+    cpu = _run_tuned("cpu", q, *args)
+    cuda = _run_tuned("cuda", q, *args)
+    for name, a, b in zip(["q", "samples", "mean", "m2", "accept_count", "accept_prob_sum"],
+                          cpu, cuda):
+        assert torch.equal(a, b), name
+    assert 0 < int(cpu[4].sum()) < 6 * chains or dim == 1  # both outcomes occur
+
+
+def _warmup(device, q, target, step, inv_mass, calls, num_warmup, windows, jitter=0.2,
+            adapt=(True, True)):
+    q, step, inv_mass = _on(device, q, step, inv_mass)
+    chains, dim = q.shape
+    f64 = dict(dtype=torch.float64, device=device)
+    da = torch.zeros(step.shape[0], 3, **f64)
+    wm, wm2 = torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64)
+    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    first = 0
+    for n in calls:
+        ops.warmup_chains(q, kind, mu, precision, step, inv_mass, jitter, 3, 77, 0, first, n, 0,
+                          num_warmup, *windows, 0.8, adapt[0], adapt[1], da, wm, wm2)
+        first += n
+    return [t.cpu() for t in (q, step, inv_mass, da, wm, wm2)]
+
+
+WARMUPS = [("diagonal", 6, 3, 200, (75, 25, 50)), ("dense", 40, 5, 200, (75, 25, 50)),
+           ("standard", 300, 64, 120, (20, 10, 20)), ("diagonal", 3, 1030, 60, (75, 25, 50)),
+           ("dense", 5, 130, 60, (75, 25, 50))]
+
+
+@pytest.mark.parametrize("kind, chains, dim, num_warmup, windows", WARMUPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pooled", [False, True])
+def test_warmup_equals_cpu(kind, chains, dim, num_warmup, windows, dtype, pooled):
+    """A whole warm-up in three calls (one ends inside a slow window): every state tensor equal."""
+    target = make_target(kind, dim)
+    q, step, inv_mass = _state(chains, dim, dtype, 1 if pooled else chains, key=7)
+    calls = [num_warmup // 3, num_warmup // 3, num_warmup - 2 * (num_warmup // 3)]
+    cpu = _warmup("cpu", q, target, step, inv_mass, calls, num_warmup, windows)
+    cuda = _warmup("cuda", q, target, step, inv_mass, calls, num_warmup, windows)
+    for name, a, b in zip(["q", "step_size", "inv_mass", "dual_averaging", "window_mean",
+                           "window_m2"], cpu, cuda):
+        assert torch.equal(a, b), name
+    assert not torch.equal(cpu[2], inv_mass.to(cpu[2].dtype))  # the mass was adapted
+
+
+@pytest.mark.parametrize("adapt", [(True, False), (False, True)])
+def test_warmup_parts_equal_cpu(adapt):
+    target = make_target("diagonal", 4)
+    q, step, inv_mass = _state(10, 4, torch.float64, 1, key=1)
+    cpu = _warmup("cpu", q, target, step, inv_mass, [100], 100, (10, 10, 10), adapt=adapt)
+    cuda = _warmup("cuda", q, target, step, inv_mass, [100], 100, (10, 10, 10), adapt=adapt)
+    assert all(torch.equal(a, b) for a, b in zip(cpu, cuda))
+
+
+def test_pooled_warmup_with_more_tiles_than_resident_blocks():
+    """20000 chains x 64 (16 chains a block: 1250 tiles) loop over tiles inside the cooperative
+    grid; the pooled statistics still follow the canonical order."""
+    target = make_target("diagonal", 64)
+    q, step, inv_mass = _state(20000, 64, torch.float32, 1, key=3)
+    cpu = _warmup("cpu", q, target, step, inv_mass, [40], 40, (75, 25, 50))
+    cuda = _warmup("cuda", q, target, step, inv_mass, [40], 40, (75, 25, 50))
+    assert all(torch.equal(a, b) for a, b in zip(cpu, cuda))
+
+
+def test_warmup_in_a_cuda_graph_replays_the_eager_run():
+    """The pooled cooperative launch can be captured; a replay equals an eager run."""
+    target = make_target("diagonal", 8)
+    q, step, inv_mass = _state(64, 8, torch.float32, 1, key=5)
+    eager = _warmup("cuda", q, target, step, inv_mass, [60], 60, (75, 25, 50))
+    q, step, inv_mass = _on("cuda", q, step, inv_mass)
+    f64 = dict(dtype=torch.float64, device="cuda")
+    da, wm, wm2 = torch.zeros(1, 3, **f64), torch.zeros(64, 8, **f64), torch.zeros(64, 8, **f64)
+    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    start = [t.clone() for t in (q, step, inv_mass)]
+    graph = torch.cuda.CUDAGraph()
+    ops.warmup_chains(q, kind, mu, precision, step, inv_mass, 0.2, 3, 77, 0, 0, 60, 0, 60, 75,
+                      25, 50, 0.8, True, True, da, wm, wm2)  # warm the extension up
+    for t, s in zip((q, step, inv_mass), start):
+        t.copy_(s)
+    da.zero_(), wm.zero_(), wm2.zero_()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        ops.warmup_chains(q, kind, mu, precision, step, inv_mass, 0.2, 3, 77, 0, 0, 60, 0, 60, 75,
+                          25, 50, 0.8, True, True, da, wm, wm2)
+    for t, s in zip((q, step, inv_mass), start):
+        t.copy_(s)
+    da.zero_(), wm.zero_(), wm2.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(eager, (q, step, inv_mass, da, wm, wm2)):
+        assert torch.equal(a, b.cpu())
+
+
+def test_dense_above_the_limit_is_refused_on_cuda():
+    q = torch.zeros(2, 257, device="cuda")
+    precision = torch.eye(257, device="cuda")
+    buffers = stat_buffers(2, 257, device="cuda")
+    with pytest.raises(ValueError, match="256"):
+        ops.run_chains_tuned(q, 2, q[0], precision, torch.ones(1, dtype=torch.float64,
+                             device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0,
+                             1, 1, q.new_empty(0), *buffers, 0)
