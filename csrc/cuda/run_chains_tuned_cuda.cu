@@ -1,7 +1,7 @@
 // CUDA kernel of run_chains_tuned: run_chains' persistent kernel (state, Welford moments and
 // acceptance statistics in registers, kept draws written out) with the tuned transition
 // (tuned_group.cuh): the Gaussian target family, a diagonal inverse mass and a jittered step size.
-// Chunking and batch splits change no bit, and the CPU build gives the same bits.
+// Chunking and batch splits change no bit; the operations are the CPU build's (tuned_transition.h).
 #include "../math/thinning.h"
 #include "chain_group.cuh"
 #include "keep_draws.cuh"

@@ -2,7 +2,7 @@
 // (tuned_group.cuh) followed by the chain's own window Welford moments, dual averaging and
 // inverse-mass updates (math/adaptation_windows.h, dual_averaging.h, mass_matrix.h), all in
 // registers for the whole call. Lane 0 of a chain's group owns its dual averaging; each thread owns
-// its coordinates' inverse mass and window moments. Bit for bit the CPU build's warm-up.
+// its coordinates' inverse mass and window moments. The CPU build's warm-up, operation for operation.
 #include "../math/adaptation_windows.h"
 #include "../math/dual_averaging.h"
 #include "../math/mass_matrix.h"

@@ -9,7 +9,7 @@
 // block's reads). At the end of a slow window the chains' window moments are pooled in two
 // rounds (grand mean, then the law of total variance) spread over the blocks, with barriers
 // between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
-// tile's chains form one subtree, the tiles the levels above. Bit for bit the CPU build's warm-up.
+// tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's.
 //
 // The chains' state lives in global memory between transitions (a block may run several tiles);
 // the shared inverse mass lives in shared memory, the step size and dual averaging in registers.

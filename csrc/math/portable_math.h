@@ -1,9 +1,10 @@
 // exp and log from correctly rounded +, *, fma, a division and exact scalings only, so the CPU
 // (libm) and CUDA (libdevice) builds return the same bits. libm's and CUDA's exp/log are each
-// within an ulp of the truth but not of each other; where a result feeds state that later
+// within an ulp of the truth but not of each other. Where a result feeds state that later
 // transitions depend on (acceptance probabilities driving dual averaging, the step size itself,
-// the philox-mode Metropolis test), a one-ulp disagreement would make a CPU and a GPU warm-up drift
-// apart, so those paths use these.
+// the philox-mode Metropolis test) these keep the two builds from adding disagreements of their
+// own to the one they cannot avoid (the Box-Muller normals' sincos, transforms.h): given the same
+// normals, a CPU and a GPU warm-up take the same steps.
 //
 // exp: x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite, ln2 split so k ln2_hi is exact), then the
 // Taylor polynomial of degree 13 (truncation < 3e-18 relative) and an exact scaling by 2^k.

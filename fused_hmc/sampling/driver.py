@@ -88,7 +88,7 @@ class Sampler:
             interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup.
 
     Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run the
-    tuned kernels (run_chains_tuned, warmup_chains; CPU and CUDA give the same bits). Without them
+    tuned kernels (run_chains_tuned, warmup_chains; the same operations on CPU and CUDA). Without them
     the behaviour, on either device, is exactly the seed sampler's.
     """
 

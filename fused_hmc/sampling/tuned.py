@@ -2,7 +2,7 @@
 
 ``PlainChains``: the seed's sampler, ``fused_hmc::run_chains`` on N(mu, I) with one step size (CPU
 and CUDA). ``TunedChains``: the tuned samplers ``fused_hmc::warmup_chains`` and
-``fused_hmc::run_chains_tuned`` (CPU only for now): a target of :mod:`fused_hmc.targets`, a step
+``fused_hmc::run_chains_tuned`` (CPU and CUDA): a target of :mod:`fused_hmc.targets`, a step
 size and a diagonal inverse mass per chain (or shared by all), step-size jitter, and warm-up
 adaptation whose whole state (step sizes, inverse masses, dual averaging, window moments) lives in
 tensors on the chains' device and is updated inside the ops, so warm-up needs no host round trip

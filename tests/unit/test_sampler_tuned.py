@@ -180,14 +180,18 @@ def test_bad_input_is_named(kwargs, error, match):
 @pytest.mark.parametrize("kwargs", [dict(num_warmup=30), dict(jitter=0.1),
                                     dict(inverse_mass=torch.linspace(0.5, 2, 3)),
                                     dict(target=DenseGaussian(torch.zeros(3), torch.eye(3) * 2))])
-def test_cuda_tuned_features_equal_the_cpu(kwargs):
-    """Every tuned feature runs on CUDA, and gives the CPU build's bits."""
+def test_cuda_tuned_features_agree_with_the_cpu(kwargs):
+    """Every tuned feature runs on CUDA and agrees with the CPU build to the rounding of the
+    float32 normals (see test_cuda_tuned.py)."""
     q0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))
     runs = [fused_hmc.sample(q0.to(device), 40, progress=False, seed=11, **kwargs)
             for device in ("cpu", "cuda")]
     assert runs[1].samples.is_cuda
-    assert torch.equal(runs[0].samples, runs[1].samples.cpu())
-    assert torch.equal(runs[0].accept_count, runs[1].accept_count.cpu())
+    cpu, cuda = runs[0], runs[1].cpu()
+    torch.testing.assert_close(cuda.samples, cpu.samples, rtol=2e-4, atol=2e-4)
+    torch.testing.assert_close(cuda.step_size, cpu.step_size, rtol=2e-4, atol=0)
+    torch.testing.assert_close(cuda.inverse_mass, cpu.inverse_mass, rtol=2e-4, atol=0)
+    assert torch.equal(cuda.accept_count, cpu.accept_count)
 
 
 def test_tuned_chains_hold_their_state_on_the_chains_device():

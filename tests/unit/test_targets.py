@@ -152,9 +152,11 @@ def test_standard_unit_mass_equals_run_chains(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_transition_matches_reference(kind, dtype):
+def test_transition_matches_reference(kind, dtype, device):
     """One transition of run_chains_tuned (per-chain step sizes and inverse masses, jitter 0.15)
-    against reference_tuned_step fed the same momentum, uniform and jittered step size.
+    against reference_tuned_step fed the same momentum, uniform and jittered step size (the
+    momentum and uniform traced by hmc_step_traced on the same device, whose normals are that
+    build's Box-Muller).
 
     The reference runs in float64. Decisions must agree except at near ties |log u - log_alpha|
     below the rounding of the kernel's dtype (1e-9 in float64; 2e-4 in float32, about 2^-23 times
@@ -170,14 +172,17 @@ def test_transition_matches_reference(kind, dtype):
     inv_mass = (0.5 + torch.rand(chains, dim, generator=gen, dtype=torch.float64)).to(dtype)
     jitter = 0.15
 
-    q = q0.clone()
-    samples = torch.empty(chains, 1, dim, dtype=dtype)
-    _, _, accept_count, accept_prob = run_tuned(q, target, eps, inv_mass, jitter, steps,
-                                                as_int64(seed), t, 1, samples)
-    accepted = accept_count.bool()
+    q = q0.to(device, copy=True)
+    samples = torch.empty(chains, 1, dim, dtype=dtype, device=device)
+    _, _, accept_count, accept_prob = [
+        b.cpu() for b in run_tuned(q, target, eps.to(device), inv_mass.to(device), jitter, steps,
+                                   as_int64(seed), t, 1, samples)]
+    q, accepted = q.cpu(), accept_count.bool()
 
-    _, _, normal, uniform = ops.hmc_step_traced(q0, torch.zeros(dim, dtype=dtype), 0.1, 1,
-                                                "philox", None, as_int64(seed), t)
+    _, _, normal, uniform = [
+        x.cpu() for x in ops.hmc_step_traced(q0.to(device), torch.zeros(dim, dtype=dtype,
+                                             device=device), 0.1, 1, "philox", None,
+                                             as_int64(seed), t)]
     v = jitter_uniform(chains, dim, dtype, seed, t).double()
     eps_t = eps * (1 + jitter * (2 * v - 1))
     q_ref, acc_ref, log_alpha = reference_tuned_step(

@@ -41,9 +41,9 @@ def test_windows(num_warmup, windows, expected):
 
 def _ops_state(q0, groups, eps0, inv_mass0):
     chains, dim = q0.shape
-    f64 = dict(dtype=torch.float64)
+    f64 = dict(dtype=torch.float64, device=q0.device)
     return dict(step=torch.full((groups,), eps0, **f64),
-                inv=inv_mass0.to(q0.dtype).expand(groups, dim).clone(),
+                inv=inv_mass0.to(q0.dtype).to(q0.device).expand(groups, dim).clone(),
                 da=torch.zeros(groups, 3, **f64), wm=torch.zeros(chains, dim, **f64),
                 wm2=torch.zeros(chains, dim, **f64))
 
@@ -101,7 +101,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             expected = [st.learn(a) for st, a in zip(stan, stats)]
             if i == num_warmup - 1:
                 expected = [math.exp(st.x_bar) for st in stan]
-            torch.testing.assert_close(s["step"], torch.tensor(expected, dtype=torch.float64),
+            torch.testing.assert_close(s["step"].cpu(), torch.tensor(expected, dtype=torch.float64),
                                        rtol=1e-12, atol=0, msg=f"step size after iteration {i}")
         else:
             assert torch.equal(s["step"], before["step"])
@@ -138,9 +138,9 @@ def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
 
 
 @pytest.mark.parametrize("pooled", [False, True])
-def test_warmup_follows_stan(pooled):
+def test_warmup_follows_stan(pooled, device):
     """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
-    replay(_diagonal(), _q0(), settings=WarmupSettings(200, pooled=pooled))
+    replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
 
 
 @pytest.mark.parametrize("adapt_step_size, adapt_mass_matrix", [(True, False), (False, True),
@@ -152,22 +152,23 @@ def test_warmup_parts(adapt_step_size, adapt_mass_matrix):
 
 @pytest.mark.parametrize("num_warmup, windows", [(30, (75, 25, 50)), (12, (75, 25, 50)),
                                                  (60, (5, 10, 3))])
-def test_warmup_short_and_custom_windows(num_warmup, windows):
-    replay(_diagonal(), _q0(chains=3), num_warmup=num_warmup, windows=windows,
+def test_warmup_short_and_custom_windows(num_warmup, windows, device):
+    replay(_diagonal(), _q0(chains=3).to(device), num_warmup=num_warmup, windows=windows,
            settings=WarmupSettings(num_warmup, pooled=True))
 
 
-def test_warmup_float32_dense():
+@pytest.mark.parametrize("pooled", [False, True])
+def test_warmup_float32_dense(pooled, device):
     """float32 chains (inverse mass rounded to float32) and the dense target."""
     target = make_target("dense", 4)
-    replay(target, _q0(chains=4, dim=4, dtype=torch.float32), eps0=0.2,
-           settings=WarmupSettings(200))
+    replay(target, _q0(chains=4, dim=4, dtype=torch.float32).to(device), eps0=0.2,
+           settings=WarmupSettings(200, pooled=pooled))
 
 
-def test_warmup_split_into_calls_is_identical():
+def test_warmup_split_into_calls_is_identical(device):
     """Any split of the warm-up into calls leaves the same bits (the schedule is a function of the
     iteration index; the op carries everything else)."""
-    target, q0 = _diagonal(4), _q0(chains=5, dim=4)
+    target, q0 = _diagonal(4), _q0(chains=5, dim=4).to(device)
     for pooled in (False, True):
         settings = WarmupSettings(220, pooled=pooled)
         finals = []
@@ -184,10 +185,10 @@ def test_warmup_split_into_calls_is_identical():
                 assert torch.equal(s[key], finals[0][1][key]), key
 
 
-def test_warmup_per_chain_does_not_depend_on_the_batch_split():
+def test_warmup_per_chain_does_not_depend_on_the_batch_split(device):
     """One adaptation state per chain: chains [0, 3) and [3, 6) warmed up separately (chain_offset
     3 for the second part) equal the whole batch."""
-    target, q0 = _diagonal(), _q0()
+    target, q0 = _diagonal(), _q0().to(device)
 
     def warm(q, offset):
         s = _ops_state(q, q.shape[0], 0.3, torch.ones(3))
