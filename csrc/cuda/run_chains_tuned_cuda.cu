@@ -22,11 +22,11 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
   scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
 
-  scalar_t q[CHUNKS][4], inv_mass[CHUNKS][4];
+  scalar_t q[CHUNKS][4];
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
                                           scalar_t(0), q);
-  load_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + g * c.dim, seat, c.dim, false,
-                                          scalar_t(1), inv_mass);
+  CoordinateCoefficients<scalar_t, CHUNKS> coefficients;
+  coefficients.template load<GROUP>(c.target, c.inv_mass + g * c.dim, seat);
   const double step_size = c.step_size[g];
   // Four-chunk shapes (d > 1024) keep the moments in memory, touched on kept transitions only:
   // in registers they would spill.
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     const auto decision = group_tuned_transition<scalar_t, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, c.target, q, inv_mass, step_size,
+        c.stream, stream_chain, static_cast<uint64_t>(t), seat, c.target, q, coefficients, step_size,
         c.jitter, c.num_steps, x_shared);
     if (!seat.live) continue;
     accept_count += decision.accepted ? 1 : 0;

@@ -68,24 +68,86 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
   }
 }
 
+// What a chain's transition reads for the thread's coordinates: the inverse mass, kept in
+// registers for a whole call, and (for one-chunk shapes, where registers are plentiful) its
+// momentum scale, recomputed only when the mass changes, and a diagonal target's precision, so the
+// leapfrog touches no memory. Four-chunk shapes (d > 1024) compute them when needed instead.
+template <typename scalar_t, int CHUNKS>
+struct CoordinateCoefficients {
+  static constexpr bool kCached = CHUNKS == 1;
+  scalar_t inv_mass[CHUNKS][4];
+  scalar_t cached_scale[kCached ? CHUNKS : 1][4];
+  scalar_t cached_precision[kCached ? CHUNKS : 1][4];  // kDiagonal only
+  const scalar_t* precision_row;
+  int64_t dim;
+
+  template <int GROUP>
+  __device__ void load(const GaussianTarget<scalar_t>& target, const scalar_t* inv_mass_row,
+                       GroupSeat seat) {
+    precision_row = target.precision;
+    dim = target.dim;
+    load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_row, seat, dim, false, scalar_t(1), inv_mass);
+    if constexpr (kCached) {
+      if (target.kind == TargetKind::kDiagonal) {
+        load_group_row<scalar_t, GROUP, CHUNKS>(precision_row, seat, dim, false, scalar_t(1),
+                                                cached_precision);
+      }
+      update_scale();
+    }
+  }
+
+  __device__ void update_scale() {
+    if constexpr (kCached) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) cached_scale[0][e] = momentum_scale(inv_mass[0][e]);
+    }
+  }
+
+  __device__ scalar_t scale(int c, int e) const {
+    if constexpr (kCached) return cached_scale[0][e];
+    return momentum_scale(inv_mass[c][e]);
+  }
+
+  // A diagonal target's precision of coordinate j (chunk c, element e of the thread's).
+  __device__ scalar_t precision(int c, int e, int64_t j) const {
+    if constexpr (kCached) return cached_precision[0][e];
+    return j < dim ? precision_row[j] : scalar_t(1);
+  }
+};
+
+// f_j at x_j of a target that is not dense: GaussianTarget::force_at's operations, on registers.
+template <typename scalar_t>
+__device__ __forceinline__ scalar_t local_force(TargetKind kind, scalar_t precision, scalar_t x) {
+  return kind == TargetKind::kDiagonal ? mul_rn(precision, x) : x;
+}
+
 // f = force(x) for the thread's coordinates.
 template <typename scalar_t, int GROUP, int CHUNKS>
 __device__ __forceinline__ void group_forces(const GaussianTarget<scalar_t>& target, GroupSeat seat,
+                                             const CoordinateCoefficients<scalar_t, CHUNKS>& k,
                                              const scalar_t (&x)[CHUNKS][4], scalar_t (&f)[CHUNKS][4],
                                              scalar_t* x_shared) {
-  const bool dense = target.kind == TargetKind::kDense;
-  if (dense) {
-    __syncthreads();  // every thread has read the previous x
+  if (target.kind != TargetKind::kDense) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (seat.live && j0 + e < target.dim) x_shared[j0 + e] = x[c][e];
+        f[c][e] = local_force(target.kind, k.precision(c, e, j0 + e), x[c][e]);
       }
     }
-    __syncthreads();
+    return;
   }
+  __syncthreads();  // every thread has read the previous x
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int64_t j0 = seat.chunk_start(c, GROUP);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (seat.live && j0 + e < target.dim) x_shared[j0 + e] = x[c][e];
+    }
+  }
+  __syncthreads();
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int64_t j0 = seat.chunk_start(c, GROUP);
@@ -97,14 +159,14 @@ __device__ __forceinline__ void group_forces(const GaussianTarget<scalar_t>& tar
 }
 
 // Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
-// inverse mass inv_mass and base step size `step_size` (the same in every thread of the group).
+// the coefficients k and base step size `step_size` (the same in every thread of the group).
 // Every thread of the group gets the decision.
 template <typename scalar_t, int GROUP, int CHUNKS>
 __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
     const GaussianTarget<scalar_t>& target, scalar_t (&q)[CHUNKS][4],
-    const scalar_t (&inv_mass)[CHUNKS][4], double step_size, double jitter, int num_steps,
-    scalar_t* x_shared) {
+    const CoordinateCoefficients<scalar_t, CHUNKS>& k, double step_size, double jitter,
+    int num_steps, scalar_t* x_shared) {
   const int64_t dim = target.dim;
   float uniform = 0.0f;
   double eps_t = step_size;
@@ -130,10 +192,10 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       x[c][e] = q[c][e] - mu[c][e];
-      p0[c][e] = mul_rn(z[e], momentum_scale(inv_mass[c][e]));
+      p0[c][e] = mul_rn(z[e], k.scale(c, e));
     }
   }
-  group_forces<scalar_t, GROUP, CHUNKS>(target, seat, x, f0, x_shared);
+  group_forces<scalar_t, GROUP, CHUNKS>(target, seat, k, x, f0, x_shared);
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
@@ -143,9 +205,9 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], inv_mass[c][e], steps.eps);
+      for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.inv_mass[c][e], steps.eps);
     }
-    group_forces<scalar_t, GROUP, CHUNKS>(target, seat, x, f, x_shared);
+    group_forces<scalar_t, GROUP, CHUNKS>(target, seat, k, x, f, x_shared);
     const scalar_t h = i + 1 < num_steps ? steps.eps : steps.half_eps;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
@@ -167,11 +229,13 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     for (int e = 0; e < 4; ++e) {
       if (j0 + e >= dim) continue;
       const scalar_t x0 = q[c][e] - mu[c][e];
-      const scalar_t force0 = kMayBeDense ? f0[c][e] : target.force_at(x0, j0 + e, nullptr);
-      const scalar_t force1 = kMayBeDense ? f[c][e] : target.force_at(x[c][e], j0 + e, nullptr);
+      const scalar_t force0 =
+          kMayBeDense ? f0[c][e] : local_force(target.kind, k.precision(c, e, j0 + e), x0);
+      const scalar_t force1 =
+          kMayBeDense ? f[c][e] : local_force(target.kind, k.precision(c, e, j0 + e), x[c][e]);
       p[c][e] = -p[c][e];
       change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
-                                              inv_mass[c][e]);
+                                              k.inv_mass[c][e]);
     }
   }
   const scalar_t change_sum = group_chunk_sum<GROUP>(change);

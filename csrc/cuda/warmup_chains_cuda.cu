@@ -26,11 +26,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const int64_t row = seat.live ? chain : 0;
   scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
 
-  scalar_t q[CHUNKS][4], inv_mass[CHUNKS][4];
+  scalar_t q[CHUNKS][4];
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,
                                           scalar_t(0), q);
-  load_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + row * c.dim, seat, c.dim, false,
-                                          scalar_t(1), inv_mass);
+  CoordinateCoefficients<scalar_t, CHUNKS> coefficients;
+  coefficients.template load<GROUP>(c.target, c.inv_mass + row * c.dim, seat);
+  auto& inv_mass = coefficients.inv_mass;
   double mean[CHUNKS][4], m2[CHUNKS][4];
   if (seat.live) {
     transfer_moments<GROUP, CHUNKS, false>(p.window_mean, p.window_m2, chain, seat.lane, c.dim,
@@ -44,7 +45,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     step_size = group_broadcast<GROUP>(step_size);
     const auto decision = group_tuned_transition<scalar_t, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, c.target, q, inv_mass, step_size,
+        c.stream, stream_chain, static_cast<uint64_t>(t), seat, c.target, q, coefficients, step_size,
         c.jitter, c.num_steps, x_shared);
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
@@ -77,6 +78,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
           m2[k][e] = 0.0;
         }
       }
+      coefficients.update_scale();
     }
   }
 

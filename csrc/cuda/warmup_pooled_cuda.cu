@@ -30,28 +30,37 @@ namespace {
 namespace cg = cooperative_groups;
 
 // The sum of values[k * stride] for k in [0, n) in the canonical pairwise order, by the whole
-// block (blockDim.x a power of two); every thread gets it. Each thread sums an aligned segment of
-// a power-of-two length, then the threads' sums are combined pairwise; zero padding changes no
-// value. scratch: blockDim.x doubles of shared memory.
+// block (blockDim.x a power of two, at least a warp); every thread gets it. Each thread sums an
+// aligned segment of a power-of-two length; lane butterflies combine the threads of a warp
+// pairwise (IEEE addition commutes, so every lane holds the same bits), and each thread combines
+// the warps' sums pairwise from shared memory; zero padding changes no value. scratch: one double
+// per warp of shared memory.
 __device__ double block_pairwise_sum(const double* values, int64_t n, int64_t stride,
                                      double* scratch) {
-  const int threads = blockDim.x;
+  constexpr int kMaxWarps = kMaxGroup / kWarp;
+  const int warps = blockDim.x / kWarp;
   int64_t segment = 1;
-  while (segment * threads < n) segment *= 2;
-  PairwiseChunkSum<double, 32> part;
+  while (segment * blockDim.x < n) segment *= 2;
+  PairwiseChunkSum<double, 24> part;  // segments of up to 2^23 values
   const int64_t begin = threadIdx.x * segment;
   for (int64_t k = begin; k < begin + segment && k < n; ++k) part.add(values[k * stride]);
-  scratch[threadIdx.x] = part.total();
+  double v = part.total();
+#pragma unroll
+  for (int offset = 1; offset < kWarp; offset *= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = v;
   __syncthreads();
-  for (int width = 1; width < threads; width *= 2) {
-    if (threadIdx.x % (2 * width) == 0) {
-      scratch[threadIdx.x] = scratch[threadIdx.x] + scratch[threadIdx.x + width];
+  double w[kMaxWarps];
+#pragma unroll
+  for (int i = 0; i < kMaxWarps; ++i) w[i] = i < warps ? scratch[i] : 0.0;
+#pragma unroll
+  for (int width = 1; width < kMaxWarps; width *= 2) {
+#pragma unroll
+    for (int i = 0; i + width < kMaxWarps; i += 2 * width) {
+      if (i + width < warps) w[i] += w[i + width];
     }
-    __syncthreads();
   }
-  const double total = scratch[0];
   __syncthreads();  // scratch may be reused at once
-  return total;
+  return w[0];
 }
 
 // One chain of a tile, as seen by one of its threads.
@@ -79,7 +88,8 @@ class PooledWarmup {
     __syncthreads();
   }
 
-  __device__ int64_t aligned_dim() const { return (c_.dim + 1) / 2 * 2; }  // 16-byte aligned
+  // Whole chunks of 4 (a chunk's loads may be issued as one 16-byte read).
+  __device__ int64_t aligned_dim() const { return (c_.dim + 3) / 4 * 4; }
 
   // Transition t of every chain of the block's tiles; returns the block's share of the tile sums.
   __device__ void run_tiles(int64_t t, double step_size, double* tile_accept) {
@@ -90,13 +100,13 @@ class PooledWarmup {
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
       const TileSeat<GROUP> at(tile, c_.batch);
       scalar_t* q_row = c_.q + (at.seat.live ? at.chain : 0) * c_.dim;
-      scalar_t q[CHUNKS][4], inv_mass[CHUNKS][4];
+      scalar_t q[CHUNKS][4];
       load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0), q);
-      load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_, at.seat, c_.dim, false, scalar_t(1),
-                                              inv_mass);
+      CoordinateCoefficients<scalar_t, CHUNKS> coefficients;
+      coefficients.template load<GROUP>(c_.target, inv_mass_, at.seat);
       const auto decision = group_tuned_transition<scalar_t, GROUP, CHUNKS>(
           c_.stream, static_cast<uint64_t>(c_.chain_offset + at.chain), static_cast<uint64_t>(t),
-          at.seat, c_.target, q, inv_mass, step_size, c_.jitter, c_.num_steps, x_shared_);
+          at.seat, c_.target, q, coefficients, step_size, c_.jitter, c_.num_steps, x_shared_);
       if (at.seat.lane == 0) {
         chain_accept[threadIdx.x / GROUP] =
             at.seat.live ? static_cast<double>(decision.accept_prob) : 0.0;
@@ -190,9 +200,9 @@ class PooledWarmup {
 };
 
 template <typename scalar_t, int GROUP, int CHUNKS>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads)
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     warmup_pooled_kernel(const WarmupParams<scalar_t> p) {
-  __shared__ double scratch[GroupGeometry<GROUP>::kThreads];
+  __shared__ double scratch[GroupGeometry<GROUP>::kThreads / kWarp];
   cg::grid_group grid = cg::this_grid();
   PooledWarmup<scalar_t, GROUP, CHUNKS> warmup(p, scratch);
   double step_size = p.chains.step_size[0];
@@ -233,7 +243,7 @@ cudaError_t launch_warmup_pooled(const WarmupParams<scalar_t>& p, cudaStream_t s
     using Geometry = GroupGeometry<G>;
     const auto kernel = warmup_pooled_kernel<scalar_t, G, C>;
     const int64_t tiles = pooled_warmup_tiles(p.chains.batch, p.chains.dim);
-    const size_t shared = ((p.chains.dim + 1) / 2 * 2) * sizeof(scalar_t) +
+    const size_t shared = ((p.chains.dim + 3) / 4 * 4) * sizeof(scalar_t) +
                           dense_shared_bytes(p.chains, Geometry::kChainsPerBlock);
     int per_sm = 0;
     status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry::kThreads,
