@@ -85,7 +85,8 @@ def min_ess(draws: np.ndarray, mu: np.ndarray) -> float:
                                                                                draws.shape[0])
 
 
-def fused_run(chains: int, dim: int, dtype: torch.dtype, pooled: bool) -> dict:
+def fused_run(chains: int, dim: int, dtype: torch.dtype, pooled: bool,
+              jitter: float = JITTER) -> dict:
     target = ill_conditioned(dim)
     q0 = torch.randn(chains, dim, generator=torch.Generator().manual_seed(0), dtype=dtype)
 
@@ -93,7 +94,7 @@ def fused_run(chains: int, dim: int, dtype: torch.dtype, pooled: bool) -> dict:
         torch.cuda.synchronize()
         start = time.perf_counter()
         res = fused_hmc.sample(q0.cuda(), DRAWS, num_warmup=WARMUP, target=target, pooled=pooled,
-                               jitter=JITTER, num_leapfrog_steps=L, step_size=0.1, seed=seed,
+                               jitter=jitter, num_leapfrog_steps=L, step_size=0.1, seed=seed,
                                progress=False)
         torch.cuda.synchronize()
         return res, time.perf_counter() - start
@@ -168,6 +169,8 @@ def main() -> None:
             name = f"fused_hmc {str(dtype)[6:]} {'pooled' if pooled else 'per-chain'}"
             runs[name] = fused_run(args.chains, args.dim, dtype, pooled)
             print(name, runs[name], flush=True)
+    runs["fused_hmc float32 pooled, no jitter"] = fused_run(args.chains, args.dim, torch.float32,
+                                                           True, jitter=0.0)
     if not args.no_blackjax:
         runs["BlackJAX window_adaptation + hmc (vmap, jit)"] = blackjax_run(args.chains, args.dim)
         print(runs["BlackJAX window_adaptation + hmc (vmap, jit)"], flush=True)

@@ -34,8 +34,8 @@ FUSED = ["fused_hmc op, philox", "fused_hmc HMC module, torch mode", "fused_hmc 
 CHEAP_ANCHORS = ["3-launch (randn_like + rand + fused)", "reference eager", "reference CUDA graph"]
 SLOW_ANCHORS = ["JAX lax.scan", "torch.compile default", "BlackJAX vmap+scan",
                 "NumPyro HMC kernel, vmap+scan"]
-SHARES = {"ceilings": 1, "one transition": 22, "1000 transitions": 12, "chains sweep": 25,
-          "dimension sweep": 16, "leapfrog sweep": 14, "ESS/s": 5}
+SHARES = {"ceilings": 1, "one transition": 22, "1000 transitions": 12, "chains sweep": 23,
+          "dimension sweep": 15, "leapfrog sweep": 12, "ESS/s": 5, "warm-up": 10}
 PLANS = {  # full (H200) and smoke (CPU) sizes; *_anchors: points where SLOW_ANCHORS run too
     "full": dict(B=2048, d=64, L=10, T=1000,
                  chains=[2**8, 2**10, 2**11, 2**12, 2**14, 2**16, 2**17, 2**18, 2**20],
@@ -214,6 +214,37 @@ def ess_per_second(suite: Suite, section) -> None:
             record["transitions"] = T
 
 
+def warmup(suite: Suite, section) -> None:
+    """Warm-up (bench_warmup.py): the cost of a warm-up transition against a sampling transition,
+    and ESS/s after 1000 warm-up transitions on the ill-conditioned diagonal target (sigma 0.01 ..
+    100, d = 64, 512 chains started at N(0, I)) against BlackJAX's window_adaptation + hmc."""
+    if not suite.ctx.cuda:
+        section.note("warm-up: needs CUDA (bench_warmup.py times CUDA kernels)")
+        return
+    import bench_warmup as W
+
+    costs = W.transition_costs()
+    for method, ms in costs.items():
+        suite.point(section, "warmup_cost", f"fused_hmc {method}", 2048, 64, W.L,
+                    lambda ms=ms: {"seconds": ms / 1e3}, predicted=1.0)
+    chains, d = 512, 64
+    runs = [("fused_hmc sample(num_warmup=1000, pooled, jitter 0.2)",
+             lambda: W.fused_run(chains, d, torch.float32, True)),
+            ("fused_hmc sample(num_warmup=1000, per chain, jitter 0.2)",
+             lambda: W.fused_run(chains, d, torch.float32, False)),
+            ("fused_hmc sample(num_warmup=1000, pooled, no jitter)",
+             lambda: W.fused_run(chains, d, torch.float32, True, jitter=0.0)),
+            ("BlackJAX window_adaptation + hmc, vmap+jit", lambda: W.blackjax_run(chains, d))]
+    for method, measure in runs:
+        suite.point(section, "ess_warmup", method, chains, d, W.L,
+                    lambda m=measure: _warmup_ess(m), predicted=15.0)
+
+
+def _warmup_ess(measure) -> dict:
+    info = measure()
+    return {**info, "ess_per_second": info["ess_per_s"]}
+
+
 def _ess_info(diag, chains_diagnosed: int, chains: int, run_seconds: float) -> dict:
     per_chain = diag.min_ess_bulk / chains_diagnosed
     return {"seconds": run_seconds, "min_ess_bulk": diag.min_ess_bulk,
@@ -227,7 +258,7 @@ SECTIONS = [("ceilings", ceilings), ("one transition", one_transition),
             ("chains sweep", lambda s, sec: sweep(s, sec, "chains")),
             ("dimension sweep", lambda s, sec: sweep(s, sec, "dims")),
             ("leapfrog sweep", lambda s, sec: sweep(s, sec, "steps")),
-            ("ESS/s", ess_per_second)]
+            ("ESS/s", ess_per_second), ("warm-up", warmup)]
 
 
 def parse_args(argv=None):

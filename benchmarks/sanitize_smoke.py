@@ -30,7 +30,8 @@ print("sanitize smoke (run_chains): done")
 
 # The tuned samplers: every target kind, per-chain and pooled state, one- and four-chunk shapes.
 for dtype in (torch.float32, torch.float64):
-    for kind, batch, dim in ((0, 3, 5), (1, 33, 64), (2, 7, 130), (2, 300, 3), (1, 2, 1030)):
+    for kind, batch, dim in ((0, 3, 5), (1, 33, 64), (2, 7, 130), (2, 300, 3), (1, 2, 1030),
+                             (0, 2, 4096)):
         q = torch.randn(batch, dim, device="cuda", dtype=dtype)
         mu = torch.randn(dim, device="cuda", dtype=dtype)
         precision = {0: q.new_empty(0), 1: q.new_ones(dim),

@@ -108,18 +108,14 @@ struct CoordinateCoefficients {
     return momentum_scale(inv_mass[c][e]);
   }
 
-  // A diagonal target's precision of coordinate j (chunk c, element e of the thread's).
-  __device__ scalar_t precision(int c, int e, int64_t j) const {
-    if constexpr (kCached) return cached_precision[0][e];
-    return j < dim ? precision_row[j] : scalar_t(1);
+  // f_j at x_j (chunk c, element e of the thread's) of a target that is not dense:
+  // GaussianTarget::force_at's operations, reading a diagonal target's precision only.
+  __device__ scalar_t local_force(TargetKind kind, int c, int e, int64_t j, scalar_t x) const {
+    if (kind != TargetKind::kDiagonal) return x;
+    if constexpr (kCached) return mul_rn(cached_precision[0][e], x);
+    return mul_rn(j < dim ? precision_row[j] : scalar_t(1), x);
   }
 };
-
-// f_j at x_j of a target that is not dense: GaussianTarget::force_at's operations, on registers.
-template <typename scalar_t>
-__device__ __forceinline__ scalar_t local_force(TargetKind kind, scalar_t precision, scalar_t x) {
-  return kind == TargetKind::kDiagonal ? mul_rn(precision, x) : x;
-}
 
 // f = force(x) for the thread's coordinates.
 template <typename scalar_t, int GROUP, int CHUNKS>
@@ -133,7 +129,7 @@ __device__ __forceinline__ void group_forces(const GaussianTarget<scalar_t>& tar
       const int64_t j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        f[c][e] = local_force(target.kind, k.precision(c, e, j0 + e), x[c][e]);
+        f[c][e] = k.local_force(target.kind, c, e, j0 + e, x[c][e]);
       }
     }
     return;
@@ -229,10 +225,9 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     for (int e = 0; e < 4; ++e) {
       if (j0 + e >= dim) continue;
       const scalar_t x0 = q[c][e] - mu[c][e];
-      const scalar_t force0 =
-          kMayBeDense ? f0[c][e] : local_force(target.kind, k.precision(c, e, j0 + e), x0);
+      const scalar_t force0 = kMayBeDense ? f0[c][e] : k.local_force(target.kind, c, e, j0 + e, x0);
       const scalar_t force1 =
-          kMayBeDense ? f[c][e] : local_force(target.kind, k.precision(c, e, j0 + e), x[c][e]);
+          kMayBeDense ? f[c][e] : k.local_force(target.kind, c, e, j0 + e, x[c][e]);
       p[c][e] = -p[c][e];
       change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
                                               k.inv_mass[c][e]);
