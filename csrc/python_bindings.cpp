@@ -3,12 +3,15 @@
 // torch.ops.fused_hmc.* parses each call's arguments against the schema in Python and costs
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
+// Also, for the tests, the host build of math/portable_math.h's exp and log.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
 #include <optional>
 #include <string>
 #include <tuple>
+
+#include "math/portable_math.h"
 
 namespace {
 
@@ -64,4 +67,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
             return step_op().call(q, mu, step_size, num_steps, rng, generator, seed, transition);
           });
         });
+  m.def("portable_exp", [](double x) { return fused_hmc::portable_exp(x); });
+  m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });
+  m.def("portable_exp_f32", [](float x) { return fused_hmc::portable_exp(x); });
+  m.def("portable_log_f32", [](float x) { return fused_hmc::portable_log(x); });
 }
