@@ -102,7 +102,7 @@ def fused_run(chains: int, dim: int, dtype: torch.dtype, pooled: bool,
     run(1)  # builds and warms up
     res, seconds = run(2)
     ess = min_ess(res.samples.cpu().numpy(), target.mean.numpy())
-    return {"seconds": seconds, "min_ess": ess, "ess_per_s": ess / seconds,
+    return {"seconds": seconds, "min_ess": ess, "ess_per_second": ess / seconds,
             "accept_prob": res.mean_accept_prob.mean().item()}
 
 
@@ -146,7 +146,7 @@ def blackjax_run(chains: int, dim: int) -> dict:
     positions, accept, seconds = timed(2)
     ess = min_ess(np.asarray(positions), target.mean.numpy())
     return {"seconds": seconds, "first_call_seconds": compile_and_run, "min_ess": ess,
-            "ess_per_s": ess / seconds, "accept_prob": float(np.mean(np.asarray(accept)))}
+            "ess_per_second": ess / seconds, "accept_prob": float(np.mean(np.asarray(accept)))}
 
 
 def main() -> None:
@@ -178,7 +178,7 @@ def main() -> None:
           f"{WARMUP} warm-up + {DRAWS} draws, L={L}:")
     print(f"  {'method':46s} {'seconds':>8s} {'min ESS':>9s} {'ESS/s':>10s} {'accept':>7s}")
     for name, r in runs.items():
-        print(f"  {name:46s} {r['seconds']:8.3f} {r['min_ess']:9.0f} {r['ess_per_s']:10.0f} "
+        print(f"  {name:46s} {r['seconds']:8.3f} {r['min_ess']:9.0f} {r['ess_per_second']:10.0f} "
               f"{r['accept_prob']:7.3f}")
     save({"environment": environment("python benchmarks/bench_warmup.py"),
           "ms_per_transition_2048x64_f32": costs, "ess_ill_conditioned": runs,

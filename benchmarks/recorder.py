@@ -70,9 +70,8 @@ class Suite:
                   else "floor" if method.startswith("floor") else "anchor")
         record = {**where, "family": family, **info, "wall_s": round(wall, 3)}
         self.records.append(record)
-        unit, value = {"run": ("s/run", info["seconds"]),
-                       "ess": ("ESS/s", info.get("ess_per_second", float("nan"))),
-                       "ess_warmup": ("ESS/s", info.get("ess_per_second", float("nan")))}.get(
+        ess = ("ESS/s", info.get("ess_per_second", float("nan")))
+        unit, value = {"run": ("s/run", info["seconds"]), "ess": ess, "ess_warmup": ess}.get(
             kind, ("us/transition", info["seconds"] * 1e6))
         print(f"  {method:<49} B={B:<8} d={d:<5} L={L:<4} {value:>12.4g} {unit}"
               f"  ({wall:.1f}s)", flush=True)

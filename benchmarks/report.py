@@ -191,17 +191,17 @@ def extras(data: dict) -> str:
     if costs:
         base = next((r["seconds"] for r in costs if r["method"].endswith("run_chains_tuned")),
                     None)
-        out += ["### Warm-up cost (2048 chains x 64, float32, L = 10, diagonal target, jitter 0.2; "
-                "1000 transitions per call)", "", "| kernel | per transition | vs run_chains_tuned |",
-                "|---|---:|---:|"]
+        out += ["### Warm-up cost (2048 chains x 64, float32, L = 10, diagonal target, "
+                "jitter 0.2; 1000 transitions per call)", "",
+                "| kernel | per transition | vs run_chains_tuned |", "|---|---:|---:|"]
         for r in costs:
             ratio = f"{r['seconds'] / base:.2f}x" if base else "-"
             out.append(f"| {r['method']} | {fmt_time(r['seconds'])} | {ratio} |")
         out.append("")
     warm = S.select(data, "ess_warmup")
     if warm:
-        out += ["### ESS per second after warm-up (N(mu, diag(sigma^2)), sigma 0.01 .. 100, d = 64, "
-                "512 chains from N(0, I), 1000 warm-up + 1000 draws, L = 10)", "",
+        out += ["### ESS per second after warm-up (N(mu, diag(sigma^2)), sigma 0.01 .. 100, "
+                "d = 64, 512 chains from N(0, I), 1000 warm-up + 1000 draws, L = 10)", "",
                 "| sampler | wall time | min bulk ESS (x and x^2) | ESS/s | acceptance |",
                 "|---|---:|---:|---:|---:|"]
         for r in warm:

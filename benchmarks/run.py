@@ -236,13 +236,7 @@ def warmup(suite: Suite, section) -> None:
              lambda: W.fused_run(chains, d, torch.float32, True, jitter=0.0)),
             ("BlackJAX window_adaptation + hmc, vmap+jit", lambda: W.blackjax_run(chains, d))]
     for method, measure in runs:
-        suite.point(section, "ess_warmup", method, chains, d, W.L,
-                    lambda m=measure: _warmup_ess(m), predicted=15.0)
-
-
-def _warmup_ess(measure) -> dict:
-    info = measure()
-    return {**info, "ess_per_second": info["ess_per_s"]}
+        suite.point(section, "ess_warmup", method, chains, d, W.L, measure, predicted=15.0)
 
 
 def _ess_info(diag, chains_diagnosed: int, chains: int, run_seconds: float) -> dict:

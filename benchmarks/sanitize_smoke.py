@@ -39,7 +39,8 @@ for dtype in (torch.float32, torch.float64):
         f64 = dict(device="cuda", dtype=torch.float64)
         kept = torch.empty(batch, 4, dim, device="cuda", dtype=dtype)
         mean, m2 = torch.zeros(batch, dim, **f64), torch.zeros(batch, dim, **f64)
-        count, prob = torch.zeros(batch, device="cuda", dtype=torch.int64), torch.zeros(batch, **f64)
+        count = torch.zeros(batch, device="cuda", dtype=torch.int64)
+        prob = torch.zeros(batch, **f64)
         for groups in (1, batch):
             step = torch.full((groups,), 0.1, **f64)
             inv_mass = torch.ones(groups, dim, device="cuda", dtype=dtype)
