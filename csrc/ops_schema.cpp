@@ -37,7 +37,7 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(c!) mean, Tensor(d!) m2, Tensor(e!) accept_count, Tensor(f!) accept_prob_sum, "
       "int kept_before) -> ()");
 
-  // ---- The tuned samplers (CPU only for now): Gaussian target family, diagonal mass, warm-up. ----
+  // ---- The tuned samplers (CPU and CUDA): Gaussian target family, diagonal mass, warm-up. ----
   // Shared by both ops. q [B, d] contiguous, the chain state, updated in place. The target is
   // target_kind 0: N(mu, I) (precision empty); 1: N(mu, diag(1 / precision)) (precision [d], the
   // inverse variances); 2: N(mu, precision^-1) (precision [d, d], symmetric positive definite,

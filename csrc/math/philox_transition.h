@@ -1,10 +1,10 @@
-// One chain's HMC transition on N(mu, I) under the native philox stream, shared by every
-// implementation that draws its own philox noise (hmc_step on CPU, the CPU and CUDA run_chains).
-//
-// Momentum block k of (chain, transition) holds coordinates [k * lanes, (k + 1) * lanes); the
-// energy change is summed in coordinate order, so every caller gets the same bits.
-// (A kernel that splits a chain across threads and reduces in another order may differ from these
-// bits at near-tie accept decisions.)
+// One chain's HMC transition on N(mu, I) under the native philox stream. philox_proposal (one
+// thread integrates the whole chain) serves the CPU hmc_step and run_chains; the CUDA kernels
+// (hmc_step, run_chains, the tuned group) split a chain across a thread group and integrate in
+// their own loops, but share the decision (philox_accept / philox_decide) and sum the same energy
+// terms in the same canonical chunk order (chunk_sum.h; chain_group.cuh's group_chunk_sum). So
+// no launch shape or chunking changes a bit, and the CPU and CUDA builds differ only by the
+// float32 normals' rounding (transforms.h).
 #pragma once
 
 #include <cmath>
