@@ -4,7 +4,7 @@
 // their own loops, but share the decision (philox_accept / philox_decide) and sum the same energy
 // terms in the same canonical chunk order (chunk_sum.h; chain_group.cuh's group_chunk_sum). So
 // no launch shape or chunking changes a bit, and the CPU and CUDA builds differ only by the
-// float32 normals' rounding (transforms.h).
+// rounding of the momentum normals (transforms.h).
 #pragma once
 
 #include <cmath>
