@@ -1,83 +1,299 @@
-"""Command line: ``fused-hmc sample|validate`` (also ``python -m fused_hmc``)."""
+"""Command line: ``fused-hmc sample|validate`` (also ``python -m fused_hmc``).
+
+Bad flags end in one line naming the flag and exit status 2, as argparse's own errors do.
+"""
 from __future__ import annotations
 
 import argparse
+import math
+import re
+import sys
 import time
 
 import torch
+
+# Exact stationary acceptance rate of the default configuration (d=64, L=10, eps=0.1):
+# validation.gaussian_exact.gaussian_hmc_exact(64, 0.1, 10).acceptance, kept here to spare the
+# default run scipy's start-up (tests/statistical/test_checks.py checks the value).
+_DEFAULT_EXACT_ACCEPTANCE = 0.9933021193
+# ESS / R-hat look at the first chains and draws of the first dims: chains x draws x dims values
+# (about a second per million per estimator), and the draws they need hold chains x draws x dim.
+_DIAGNOSTIC_DIMS = 8
+_DIAGNOSTIC_VALUES = 500_000
+_DIAGNOSTIC_ELEMENTS = 2**24
+# Degenerate-run warnings: HMC works well at acceptance 0.6 - 0.9; below this the chains barely
+# move. R-hat above 1.1 is Gelman et al.'s classic sign of chains that have not mixed.
+_LOW_ACCEPTANCE = 0.1
+_HIGH_R_HAT = 1.1
+
+
+class CliError(Exception):
+    """A bad flag found after parsing: `flag` and what is wrong with it."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"argument {flag}: {message}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with errors on one line (usage is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except where the help text already says it in words."""
+
+    def _get_help_string(self, action):
+        if action.default is None or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+# ---- argument types: each names the rule, and argparse prefixes the flag --------------------
+
+def _integer(minimum: int, maximum: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and <= {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}{upper}, got {text}")
+        return value
+    return parse
+
+
+def _real(low: float, high: float = math.inf, *, low_open: bool = True, high_open: bool = True):
+    interval = (("(" if low_open else "[") + f"{low:g}, {high:g}" + (")" if high_open else "]"))
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (math.isfinite(value) and above and below):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {interval}, got {text}")
+        return value
+    return parse
 
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-# Exact stationary acceptance rate of the default configuration (d=64, L=10, eps=0.1), from
-# shared/notes/hmc_gaussian_stats.md; other configurations use validation.gaussian_exact (scipy).
-_DEFAULT_EXACT_ACCEPTANCE = 0.9933021193
-_DIAGNOSTIC_DIMS = 8
-_DIAGNOSTIC_VALUES = 500_000  # ESS/R-hat cost ~1 s per million values per estimator
+def _device(name: str | None) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        why = ("this torch build has no CUDA support" if torch.version.cuda is None
+               else "torch sees no CUDA device")
+        raise CliError("--device", f"cuda requested, but {why}; use --device cpu")
+    return torch.device(name or default_device())
 
 
-def _exact_acceptance(dim: int, step_size: float, num_leapfrog_steps: int) -> float | None:
-    if (dim, num_leapfrog_steps, step_size) == (64, 10, 0.1):
+# ---- sample: target, start, run, report -------------------------------------------------------
+
+def _target(args: argparse.Namespace):
+    from .targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
+
+    d = args.dim
+    if args.scale is not None and args.target == "standard":
+        raise CliError("--scale", "needs --target diagonal or dense (standard has scale 1)")
+    if args.correlation is not None and args.target != "dense":
+        raise CliError("--correlation", "needs --target dense")
+    mu = torch.full((d,), args.mean, dtype=torch.float64)
+    if args.target == "standard":
+        return StandardGaussian(mu)
+    scale = args.scale or [1.0]
+    if len(scale) > 2:
+        raise CliError("--scale", f"takes one value or two (smallest, largest), got {len(scale)}")
+    scale = (torch.full((d,), scale[0], dtype=torch.float64) if len(scale) == 1 else
+             torch.logspace(math.log10(scale[0]), math.log10(scale[1]), d, dtype=torch.float64))
+    if args.target == "diagonal":
+        return DiagonalGaussian(mu, scale)
+    if d > MAX_DENSE_DIM:
+        raise CliError("--dim", f"--target dense supports dim <= {MAX_DENSE_DIM}, got {d}")
+    rho = args.correlation or 0.0
+    if d > 1 and not -1 / (d - 1) < rho < 1:
+        raise CliError("--correlation", f"must lie in (-1/(dim - 1), 1) = ({-1 / (d - 1):.4g}, 1) "
+                       f"for a positive definite covariance, got {rho:g}")
+    correlation = torch.full((d, d), rho, dtype=torch.float64).fill_diagonal_(1.0)
+    return DenseGaussian.from_covariance(mu, scale[:, None] * correlation * scale[None, :])
+
+
+def _describe(target) -> str:
+    from .targets import DenseGaussian, DiagonalGaussian
+
+    mean = float(target.mu[0])
+    if isinstance(target, DiagonalGaussian):
+        lo, hi = float(target.scale.min()), float(target.scale.max())
+        scale = f"scale {lo:g}" if lo == hi else f"scale {lo:g} .. {hi:g}"
+        return f"N({mean:g}, diag(scale^2)), {scale}"
+    if isinstance(target, DenseGaussian):
+        return "dense N(mu, Sigma)" + (f", mean {mean:g}" if mean else "")
+    return f"N({mean:g}, I)"
+
+
+def _start(target, chains: int, dtype: torch.dtype, device: torch.device,
+           generator: torch.Generator) -> torch.Tensor:
+    """Draws from the target itself, so the chains start at stationarity."""
+    from .targets import StandardGaussian
+
+    z = torch.randn(chains, target.dim, device=device, dtype=dtype, generator=generator)
+    if isinstance(target, StandardGaussian):
+        return z + target.mu.to(dtype=dtype, device=device)
+    factor = torch.linalg.cholesky(target.covariance).to(dtype=dtype, device=device)
+    return z @ factor.T + target.mu.to(dtype=dtype, device=device)
+
+
+def _sampler_settings(args: argparse.Namespace, target) -> dict:
+    return dict(step_size=args.step_size, num_leapfrog_steps=args.leapfrog, thin=args.thin,
+                seed=args.seed, target=target, num_warmup=args.warmup,
+                target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
+                adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled, jitter=args.jitter,
+                adapt_windows=tuple(args.adapt_windows))
+
+
+def _diagnostic_window(chains: int, kept: int, dim: int) -> tuple[int, int, int]:
+    """(chains, draws, dims) that ESS / R-hat look at: the first ones, within the budgets."""
+    dims = min(dim, _DIAGNOSTIC_DIMS)
+    draws = max(1, min(kept, _DIAGNOSTIC_VALUES // (2 * dims), _DIAGNOSTIC_ELEMENTS // (2 * dim)))
+    most = min(_DIAGNOSTIC_VALUES // (draws * dims), _DIAGNOSTIC_ELEMENTS // (draws * dim))
+    return min(chains, max(2, most)), draws, dims
+
+
+def _diagnostic_draws(args, q0, settings, res, window) -> torch.Tensor:
+    """The first window[0] chains' first window[1] draws: from the result, or (without kept draws)
+    by running those chains again with draws kept; chain b of either run is the same philox chain,
+    so without pooled adaptation they are the very draws of the main run."""
+    from .sampling import Sampler
+
+    chains, draws, _ = window
+    if res.samples is not None:
+        return res.samples[:chains, :draws]
+    first = res.next_transition - res.num_transitions  # the first sampling transition
+    thin = res.thin
+    transitions = thin * (first // thin + draws) - first  # the fewest that keep `draws`
+    sub = Sampler(q0[:chains], keep_samples=True, progress=False, **settings).run(transitions)
+    return sub.samples
+
+
+def _exact_acceptance(args, target, res) -> float | None:
+    """The exact stationary acceptance rate where one is known: N(mu, I), identity mass, no jitter,
+    one step size for every chain (gaussian_exact's isotropic case)."""
+    from .targets import StandardGaussian
+
+    step = res.step_size
+    if (not isinstance(target, StandardGaussian) or args.jitter
+            or not bool((res.inverse_mass == 1).all()) or not bool((step == step[0]).all())):
+        return None
+    eps = float(step[0])
+    if (args.dim, args.leapfrog, eps) == (64, 10, 0.1):
         return _DEFAULT_EXACT_ACCEPTANCE
     try:
         from .validation.gaussian_exact import gaussian_hmc_exact
 
-        return gaussian_hmc_exact(dim, step_size, num_leapfrog_steps).acceptance
+        return gaussian_hmc_exact(args.dim, eps, args.leapfrog).acceptance
     except (ImportError, ValueError):
         return None
 
 
-def _sample(args: argparse.Namespace) -> int:
+def _figure(value: float) -> str:
+    """R-hat as 1.0123, or 4.5e+15 when it has blown up."""
+    return f"{value:.4f}" if abs(value) < 10 else f"{value:.3g}"
+
+
+def _warn(message: str) -> None:
+    print(f"fused-hmc sample: warning: {message}", file=sys.stderr)
+
+
+def _report(args, device, target, q0, settings, res, elapsed: float) -> None:
     from . import diagnostics
-    from .sampling import Sampler, sample
 
-    device = torch.device(args.device or default_device())
-    generator = torch.Generator(device=device).manual_seed(args.seed)
-    # Start every chain from the target N(0, I) itself, so the chains are at stationarity.
-    q0 = torch.randn(args.chains, args.dim, device=device, generator=generator)
-    settings = dict(step_size=args.step_size, num_leapfrog_steps=args.leapfrog, seed=args.seed,
-                    progress=not args.no_progress)
-    first = 0
-    if args.warmup > 0:  # no adaptation yet: warm-up transitions are run and discarded
-        warm = sample(q0, args.warmup, keep_samples=False, **settings)
-        q0, first = warm.final_state, warm.next_transition
-    sampler = Sampler(q0, thin=args.thin, first_transition=first, **settings)
-    start = time.perf_counter()
-    res = sampler.run(args.samples)  # returns once the device has finished
-    elapsed = time.perf_counter() - start
-
+    adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
+    eps = f"eps0={args.step_size:g}" if adapting and args.adapt_step_size else \
+        f"eps={args.step_size:g}"
     print(f"fused-hmc sample on {device}: {args.chains} chains x {args.dim} dims, "
-          f"L={args.leapfrog}, eps={args.step_size}, seed {res.seed}")
-    print(f"transitions       {args.warmup} warm-up (discarded) + {res.num_transitions} "
+          f"{_describe(target)}, {args.dtype}, L={args.leapfrog}, {eps}"
+          + (f", jitter {args.jitter:g}" if args.jitter else "") + f", seed {res.seed}")
+    print(f"transitions       {res.num_warmup} warm-up (discarded) + {res.num_transitions} "
           f"sampling, thin {res.thin}: {res.num_kept} draws kept per chain"
           + ("  [interrupted]" if res.interrupted else ""))
-    exact = _exact_acceptance(args.dim, args.step_size, args.leapfrog)
-    rate = res.accept_rate.mean().item()
+    if adapting:
+        step, inv_mass = res.step_size.double(), res.inverse_mass.double()
+        print(f"warm-up           {'pooled' if args.pooled else 'per-chain'} adaptation toward "
+              f"acceptance {args.target_accept:g}: step size {step.mean().item():.4g} (range "
+              f"{step.min().item():.4g} .. {step.max().item():.4g}), inverse mass "
+              f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
+    exact = _exact_acceptance(args, target, res)
+    rate = res.accept_rate.double().mean().item()
     print(f"acceptance rate   {rate:.4f}  (mean acceptance probability "
-          f"{res.mean_accept_prob.mean().item():.4f}; exact at stationarity "
-          + (f"{exact:.4f})" if exact is not None else "unknown)"))
+          f"{res.mean_accept_prob.double().mean().item():.4f}; exact at stationarity "
+          + (f"{exact:.4f})" if exact is not None else "unknown for this configuration)"))
+    if rate < _LOW_ACCEPTANCE:
+        _warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
+              "use a smaller --step-size, or --warmup to adapt it")
+    if res.num_kept == 0 and not res.interrupted:
+        _warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling transitions: "
+              "no moments or diagnostics; use --thin <= --samples")
+    elif 0 < res.num_kept < 4:
+        _warn(f"only {res.num_kept} draws kept per chain: the variance needs 2 and ESS / R-hat 4; "
+              "use more --samples or a smaller --thin")
     if res.num_kept >= 2:
         mean, sd = diagnostics.pooled_moments(res.mean.cpu().numpy(), res.var.cpu().numpy(),
                                               res.num_kept)
-        print(f"mean              {mean.mean():+.4f}  (truth 0; largest |mean| over dims "
-              f"{abs(mean).max():.4f})")
-        var = sd ** 2
-        print(f"variance          {var.mean():.4f}   (truth 1; range over dims "
-              f"{var.min():.4f} .. {var.max():.4f})")
-    if res.num_kept >= 4:
-        dims = min(args.dim, _DIAGNOSTIC_DIMS)
-        chains = max(2, min(args.chains, _DIAGNOSTIC_VALUES // (res.num_kept * dims)))
-        diag = diagnostics.diagnose(res.samples, max_chains=chains, max_dims=dims)
+        truth_sd = target.variance.sqrt().numpy()
+        error = (mean - target.mean.numpy()) / truth_sd
+        ratio = sd ** 2 / truth_sd ** 2
+        print(f"mean              (mean - truth) / sd: average {error.mean():+.4f}, largest "
+              f"|.| over dims {abs(error).max():.4f}")
+        print(f"variance          variance / truth: average {ratio.mean():.4f}, range over dims "
+              f"{ratio.min():.4f} .. {ratio.max():.4f}")
+        if not (math.isfinite(error.max()) and math.isfinite(ratio.max())):
+            _warn("non-finite moments: the chains diverged")
+    if res.num_kept >= 4 and res.samples is None and res.interrupted:
+        print("ESS / R-hat       skipped (interrupted, and no draws kept)")
+    elif res.num_kept >= 4:
+        window = _diagnostic_window(args.chains, res.num_kept, args.dim)
+        diag = diagnostics.diagnose(_diagnostic_draws(args, q0, settings, res, window),
+                                    max_dims=window[2])
+        how = "" if res.samples is not None else (
+            "; those chains run again with draws kept"
+            + (", pooled adaptation over them alone" if args.pooled and adapting else ""))
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
-              f"R-hat max {diag.max_r_hat:.4f}  (first {diag.chains} chains x {diag.draws} "
-              f"draws, first {dims} dims)")
-    rate = res.num_transitions / elapsed if elapsed > 0 else float("inf")
-    print(f"time              {elapsed:.3f} s ({rate:,.0f} transitions/s, "
-          f"{rate * args.chains:,.3g} chain-transitions/s)")
+              f"R-hat max {_figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
+              f"draws, first {window[2]} dims{how})")
+        if not diag.max_r_hat <= _HIGH_R_HAT:
+            _warn(f"R-hat max {_figure(diag.max_r_hat)} > {_HIGH_R_HAT}: the chains have not mixed "
+                  "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+    total = res.num_warmup + res.num_transitions
+    per_s = total / elapsed if elapsed > 0 else float("inf")
+    print(f"time              {elapsed:.3f} s ({per_s:,.0f} transitions/s, "
+          f"{per_s * args.chains:,.3g} chain-transitions/s"
+          + (", warm-up included)" if res.num_warmup else ")"))
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from .sampling import Sampler
+
+    device = _device(args.device)
+    dtype = getattr(torch, args.dtype)
+    target = _target(args)
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    q0 = _start(target, args.chains, dtype, device, generator)
+    settings = _sampler_settings(args, target)
+    sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
+                      **settings)
+    start = time.perf_counter()
+    res = sampler.run(args.samples)  # returns once the device has finished
+    elapsed = time.perf_counter() - start
+    _report(args, device, target, q0, settings, res, elapsed)
     return 130 if res.interrupted else 0
 
+
+# ---- validate ---------------------------------------------------------------------------------
 
 def _validate(args: argparse.Namespace) -> int:
     from dataclasses import replace
@@ -85,7 +301,7 @@ def _validate(args: argparse.Namespace) -> int:
     from .validation import report
     from .validation.suite import FULL, QUICK, describe_budget, run_suite
 
-    device = torch.device(args.device or default_device())
+    device = _device(args.device)
     config = QUICK if args.quick else FULL
     if args.seed is not None:
         config = replace(config, seed=args.seed)
@@ -102,36 +318,121 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+# ---- the parser -------------------------------------------------------------------------------
+
+def _add_sample_parser(sub) -> None:
+    p = sub.add_parser("sample", formatter_class=_HelpFormatter,
+                       help="run many chains on a Gaussian target and report acceptance, moments "
+                            "against the truth, ESS, R-hat and the time",
+                       description="Runs many HMC chains, started from the target itself, and "
+                                   "reports acceptance, moments against the truth, ESS, R-hat "
+                                   "and the time. Degenerate runs end with a warning.")
+    flag = p.add_argument
+    flag("--chains", type=_integer(1), default=2048, help="number of chains")
+    flag("--dim", type=_integer(1), default=64, help="dimension of the target")
+    flag("--samples", type=_integer(1), default=1000,
+         help="sampling transitions per chain (draws kept: about samples / thin)")
+    flag("--warmup", type=_integer(0), default=0,
+         help="warm-up transitions first, adapting the step size (dual averaging toward "
+              "--target-accept) and a diagonal inverse mass (Stan's windows); discarded")
+    flag("--thin", type=_integer(1), default=1,
+         help="keep the state after transition t when (t + 1) %% thin == 0")
+    flag("--leapfrog", type=_integer(1, 2**31 - 1), default=10,
+         help="leapfrog steps L per transition")
+    flag("--step-size", type=_real(0), default=0.1,
+         help="leapfrog step size eps (with --warmup: the initial one, eps0)")
+    flag("--jitter", type=_real(0, 1, low_open=False), default=0.0,
+         help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
+    flag("--target", choices=["standard", "diagonal", "dense"], default="standard",
+         help="standard: N(mean, I); diagonal: N(mean, diag(scale^2)); dense: covariance "
+              "scale_i scale_j (correlation rho off the diagonal), dim <= 256")
+    flag("--mean", type=_real(-math.inf), default=0.0, help="the target's mean, every coordinate")
+    flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,
+         help="standard deviations of a diagonal or dense target: one value for every "
+              "coordinate, or two (smallest, largest) spaced logarithmically over the "
+              "coordinates (default: 1)")
+    flag("--correlation", type=_real(-1, 1), default=None,
+         help="correlation rho between every two coordinates of a dense target (default: 0)")
+    flag("--target-accept", type=_real(0, 1), default=0.8,
+         help="average acceptance statistic the warm-up aims for")
+    flag("--pooled", action="store_true",
+         help="warm-up adapts one step size and inverse mass for all chains (else per chain)")
+    flag("--adapt-step-size", action=argparse.BooleanOptionalAction, default=True,
+         help="whether warm-up adapts the step size")
+    flag("--adapt-mass-matrix", action=argparse.BooleanOptionalAction, default=True,
+         help="whether warm-up adapts the diagonal inverse mass")
+    flag("--adapt-windows", type=_integer(0), nargs=3, default=[75, 25, 50],
+         metavar=("INIT", "BASE", "TERM"),
+         help="warm-up windows: initial fast interval, first slow window (then doubling), final "
+              "fast interval (Stan's; scaled to 15%% / 75%% / 10%% when they do not fit)")
+    flag("--dtype", choices=["float32", "float64"], default="float32", help="the chains' dtype")
+    flag("--keep-samples", action=argparse.BooleanOptionalAction, default=True,
+         help="keep every draw (chains x samples / thin x dim values on the device); without, "
+              "only the moments and acceptance are kept and ESS / R-hat run the first chains "
+              "again with draws kept")
+    flag("--seed", type=_integer(0, 2**64 - 1), default=0,
+         help="seeds the start (drawn from the target) and keys the philox stream")
+    flag("--device", choices=["cpu", "cuda"], default=None,
+         help="where the chains run (default: cuda when torch sees a GPU, else cpu)")
+    flag("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=_sample)
+
+
+def _add_validate_parser(sub) -> None:
+    p = sub.add_parser("validate", formatter_class=_HelpFormatter,
+                       help="statistical validation of the sampler; exit 1 on any failure (a "
+                            "correct sampler fails < once per 10^6 runs)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="where the suite runs (default: cuda when torch sees a GPU, else cpu)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller samples, with thresholds derived for them (on 2 CPU cores about "
+                        "25 s instead of 30 s; the full suite takes 2 s on an H200)")
+    p.add_argument("--seed", type=_integer(0, 2**63 - 1), default=None,
+                   help="base seed of the suite's streams (default: the suite's fixed seed)")
+    p.add_argument("--details", action="store_true", help="a detail line under every check")
+    p.set_defaults(run=_validate)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fused-hmc", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sample = sub.add_parser("sample", help="run many chains on N(0, I) and report")
-    sample.add_argument("--chains", type=int, default=2048)
-    sample.add_argument("--dim", type=int, default=64)
-    sample.add_argument("--samples", type=int, default=1000,
-                        help="sampling transitions per chain (draws kept: samples / thin)")
-    sample.add_argument("--warmup", type=int, default=0,
-                        help="transitions run and discarded first (no adaptation yet)")
-    sample.add_argument("--thin", type=int, default=1)
-    sample.add_argument("--leapfrog", type=int, default=10)
-    sample.add_argument("--step-size", type=float, default=0.1)
-    sample.add_argument("--seed", type=int, default=0,
-                        help="seeds the N(0, I) start and keys the philox stream")
-    sample.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    sample.add_argument("--no-progress", action="store_true", help="no progress bar")
-    sample.set_defaults(run=_sample)
-    validate = sub.add_parser("validate", help="statistical validation of the sampler; exit 1 on "
-                              "any failure (a correct sampler fails < once per 10^6 runs)")
-    validate.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    validate.add_argument("--quick", action="store_true",
-                          help="smaller samples (thresholds derived for them); minutes on a CPU")
-    validate.add_argument("--seed", type=int, default=None,
-                          help="base seed of the suite's streams (default: the suite's fixed seed)")
-    validate.add_argument("--details", action="store_true", help="a detail line under every check")
-    validate.set_defaults(run=_validate)
+    parser = _Parser(prog="fused-hmc", description=__doc__.split("\n")[0],
+                     formatter_class=_HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_sample_parser(sub)
+    _add_validate_parser(sub)
     return parser
 
 
+# API names in the sampler's messages, as the flags that set them.
+_FLAG_OF = {"num_samples": "--samples", "num_transitions": "--samples", "num_warmup": "--warmup",
+            "num_leapfrog_steps": "--leapfrog", "step_size": "--step-size",
+            "target_accept": "--target-accept", "adapt_windows": "--adapt-windows",
+            "keep_samples=False": "--no-keep-samples", "keep_samples": "--keep-samples"}
+_API_NAME = re.compile("|".join(re.escape(k) for k in sorted(_FLAG_OF, key=len, reverse=True)))
+
+
+def _in_flags(message: str) -> str:
+    return _API_NAME.sub(lambda m: _FLAG_OF[m.group(0)], " ".join(message.split()))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad flag (2, after its one-line message)
+        return exc.code if isinstance(exc.code, int) else 2
+    prog = f"{parser.prog} {args.command}"
+    from ._build import CudaUnavailableError, ExtensionBuildError
+    from .sampling import SamplesTooLargeError
+
+    try:
+        return args.run(args)
+    except CliError as exc:
+        message, status = str(exc), 2
+    except CudaUnavailableError as exc:
+        message, status = f"argument --device: {exc}", 2
+    except (ValueError, SamplesTooLargeError) as exc:  # what the checks let through
+        message, status = _in_flags(str(exc)), 2
+    except ExtensionBuildError as exc:
+        message, status = str(exc), 1
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    return status
