@@ -129,9 +129,11 @@ def pooled_moments(mean: np.ndarray, var: np.ndarray, draws_per_chain: int):
 
 
 def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
-                 max_dims: int = 8) -> str:
+                 max_dims: int = 8,
+                 missing: str = "ESS and R-hat need the draws (keep_samples=True)") -> str:
     """Per-dimension mean, sd, ess_bulk, ess_tail, r_hat for the first ``max_dims`` dimensions,
-    then one line of aggregates (min ESS, max R-hat) over every dimension diagnosed."""
+    then one line of aggregates (min ESS, max R-hat) over every dimension diagnosed, or the line
+    `missing` saying why there are none."""
     dim = len(mean)
     lines = [f"{'dim':>6} {'mean':>10} {'sd':>9} {'ess_bulk':>10} {'ess_tail':>10} {'r_hat':>7}"]
 
@@ -149,7 +151,7 @@ def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
     if dim > max_dims:
         lines.append(f"{'...':>6} ({dim - max_dims} more dimensions)")
     if diag is None:
-        lines.append("ESS and R-hat need the draws (keep_samples=True)")
+        lines.append(missing)
     else:
         covered = len(diag.r_hat)
         scope = f"all {covered} dims" if covered == dim else f"first {covered} of {dim} dims"

@@ -37,6 +37,34 @@ def _vector(name: str, value, dim: int | None = None) -> torch.Tensor:
     return t
 
 
+def check_fits(name: str, value: torch.Tensor, dtype: torch.dtype, *, positive: bool,
+               origin: tuple[str, torch.Tensor] | None = None, chains: bool = True) -> None:
+    """Raises ValueError naming `name` and `dtype` when a float64 parameter does not survive the
+    rounding to the chains' dtype: an entry becomes inf, or (positive=True) falls below the dtype's
+    smallest normal number (0 or subnormal, its precision lost). Checked after the conversion: a
+    parameter valid in float64 may overflow or underflow in float32. origin: the argument (name,
+    values of value's shape) that the parameter was computed from, named too; chains: `dtype` is
+    the chains' (else the float64 the parameters are kept in)."""
+    value = value.detach().to(dtype=torch.float64)
+    rounded = value.to(dtype)
+    info = torch.finfo(dtype)
+    bad = ~torch.isfinite(rounded)
+    if positive:
+        bad |= rounded < info.tiny
+    if not bool(bad.any()):
+        return
+    i = int(bad.flatten().nonzero()[0])
+    what = "overflows" if not math.isfinite(float(rounded.flatten()[i])) else "underflows"
+    given = (f" (from {origin[0]} = {float(origin[1].flatten()[i]):.3g})" if origin is not None
+             else "")
+    span = (f"positive normal numbers {info.tiny:.3g} .. {info.max:.3g}" if positive
+            else f"magnitudes up to {info.max:.3g}")
+    role = ", the chains' dtype" if chains else ""
+    raise ValueError(f"{name} = {float(value.flatten()[i]):.3g}{given} {what} in {dtype}{role} "
+                     f"(it holds {span}); rescale the problem"
+                     + (" or use float64 chains" if dtype != torch.float64 else ""))
+
+
 class _Gaussian:
     """What the three targets share: the mean, and how the sampler passes them to the op."""
 
@@ -61,9 +89,16 @@ class _Gaussian:
         raise NotImplementedError
 
     def op_arguments(self, dtype: torch.dtype, device) -> tuple[int, torch.Tensor, torch.Tensor]:
-        """(target_kind, mu [d], precision) for fused_hmc::run_chains_tuned / warmup_chains."""
+        """(target_kind, mu [d], precision) for fused_hmc::run_chains_tuned / warmup_chains, in
+        the chains' dtype; raises ValueError when the parameters do not survive that rounding."""
+        name = type(self).__name__
+        check_fits(f"{name} mu", self.mu, dtype, positive=False)
+        self._check_precision_fits(dtype)
         return (self.kind, self.mu.to(dtype=dtype, device=device).contiguous(),
                 self._op_precision().to(dtype=dtype, device=device).contiguous())
+
+    def _check_precision_fits(self, dtype: torch.dtype) -> None:
+        pass
 
     def _centred(self, q: torch.Tensor) -> torch.Tensor:
         return q - self.mu.to(dtype=q.dtype, device=q.device)
@@ -111,6 +146,8 @@ class DiagonalGaussian(_Gaussian):
             raise ValueError("scale must be > 0 (standard deviations)")
         object.__setattr__(self, "mu", mu)
         object.__setattr__(self, "scale", scale)
+        check_fits("DiagonalGaussian precision 1 / scale^2", self.precision, torch.float64,
+                   positive=True, origin=("scale", scale), chains=False)
 
     @property
     def precision(self) -> torch.Tensor:
@@ -133,6 +170,10 @@ class DiagonalGaussian(_Gaussian):
 
     def _op_precision(self) -> torch.Tensor:
         return self.precision
+
+    def _check_precision_fits(self, dtype: torch.dtype) -> None:
+        check_fits("DiagonalGaussian precision 1 / scale^2", self.precision, dtype, positive=True,
+                   origin=("scale", self.scale))
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +230,14 @@ class DenseGaussian(_Gaussian):
 
     def _op_precision(self) -> torch.Tensor:
         return self.precision
+
+    def _check_precision_fits(self, dtype: torch.dtype) -> None:
+        check_fits("DenseGaussian precision", self.precision, dtype, positive=False)
+        rounded = self.precision.to(dtype).to(torch.float64)
+        if int(torch.linalg.cholesky_ex(rounded).info) != 0:
+            raise ValueError(f"DenseGaussian precision is not positive definite once rounded to "
+                             f"{dtype} (the chains' dtype): it is too ill-conditioned for it; use "
+                             f"float64 chains or a better-conditioned parametrisation")
 
 
 Target = StandardGaussian | DiagonalGaussian | DenseGaussian

@@ -7,7 +7,7 @@ import numbers
 
 import torch
 
-from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian
+from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
 from .tuned import is_standard
 from .warmup import WarmupSettings
 
@@ -44,10 +44,10 @@ def check_mu(mu, q: torch.Tensor) -> torch.Tensor:
     if mu.shape != (q.shape[1],):
         raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got "
                          f"{list(mu.shape)}")
-    mu = mu.to(dtype=q.dtype, device=q.device).contiguous()
     if not bool(torch.isfinite(mu).all()):
         raise ValueError("mu has non-finite entries")
-    return mu
+    check_fits("mu", mu, q.dtype, positive=False)
+    return mu.to(dtype=q.dtype, device=q.device).contiguous()
 
 
 def check_target(target, mu, q: torch.Tensor):
@@ -95,6 +95,7 @@ def check_inverse_mass(inverse_mass, q: torch.Tensor) -> torch.Tensor | None:
     if t.shape not in ((dim,), (chains, dim)):
         raise ValueError(f"inverse_mass must have shape [{dim}] or [{chains}, {dim}], got "
                          f"{list(t.shape)}")
+    check_fits("inverse_mass", t, q.dtype, positive=True)
     return t.to(q.dtype)
 
 
@@ -103,6 +104,22 @@ def check_jitter(jitter) -> float:
             or not math.isfinite(jitter) or not 0 <= jitter < 1):
         raise ValueError(f"jitter must be a number in [0, 1), got {jitter!r}")
     return float(jitter)
+
+
+def check_step_size_fits(step_size: float | torch.Tensor, jitter: float,
+                         settings: WarmupSettings, q: torch.Tensor) -> None:
+    """The kernels round each transition's step size, jittered into [1 - jitter, 1 + jitter) eps,
+    and its half to q's dtype; dual averaging starts warm-up at mu = log(10 eps0) in float64.
+    Raises ValueError where one of them would overflow or underflow."""
+    eps = torch.as_tensor(step_size, dtype=torch.float64).reshape(-1).cpu()
+    smallest, largest = eps.min(), eps.max()
+    check_fits("the smallest half step (1 - jitter) step_size / 2", smallest * (1 - jitter) * 0.5,
+               q.dtype, positive=True, origin=("step_size", smallest))
+    check_fits("the largest step (1 + jitter) step_size", largest * (1 + jitter), q.dtype,
+               positive=True, origin=("step_size", largest))
+    if settings.num_warmup and settings.adapt_step_size and not math.isfinite(10 * float(largest)):
+        raise ValueError(f"step_size = {float(largest):.3g} is too large to start warm-up: dual "
+                         "averaging starts at mu = log(10 step_size), which overflows float64")
 
 
 def tuned_features(settings: WarmupSettings, target, step_size, inverse_mass,

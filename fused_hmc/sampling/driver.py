@@ -20,8 +20,9 @@ import torch
 from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
 from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_q0,
-                        check_step_size, check_target, count, tuned_features)
-from .resources import ChunkClock, ChunkPlanner, check_memory, ctrl_c_between_chunks
+                        check_step_size, check_step_size_fits, check_target, count,
+                        tuned_features)
+from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
 from .tuned import PlainChains, TunedChains
 from .warmup import WarmupSettings
@@ -108,6 +109,7 @@ class Sampler:
         self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
                                      pooled, adapt_windows)
         self.jitter = check_jitter(jitter)
+        check_step_size_fits(self.step_size, self.jitter, self.warmup, self._q)
         inverse_mass = check_inverse_mass(inverse_mass, self._q)
         self.thin = count("thin", thin, 1)
         self.keep_samples = bool(keep_samples)
@@ -174,31 +176,36 @@ class Sampler:
     def run(self, num_transitions: int) -> SampleResult:
         """Runs `num_transitions` more transitions of every chain and returns the result so far.
 
-        The first run does the warm-up first (its draws are discarded). Ctrl-C stops at the end of
-        the current chunk and returns what was sampled, with ``interrupted=True``; a later ``run``
-        carries on from there (within the warm-up too). Raises SamplesTooLargeError (a MemoryError)
-        before allocating draws that would not fit in free memory.
+        The first run does the warm-up first (its draws are discarded). Ctrl-C (SIGINT, whatever
+        Python handler is installed) is held while a chunk runs and its books are kept, then handed
+        to that handler; when it raises KeyboardInterrupt (Python's default does) the run stops and
+        returns what was sampled, with ``interrupted=True``, and a later ``run`` carries on from
+        there (within the warm-up too) exactly as if never interrupted. Once the run has stopped, a
+        further Ctrl-C while the result is assembled does not lose it. Raises
+        SamplesTooLargeError (a MemoryError) before any transition when the draws would not fit in
+        free memory.
         """
-        n = count("num_transitions", num_transitions, 1,
-                   INT64_MAX - self._next - self._chains.warmup_left)
-        if self._chains.warmup_left and not self._run_warmup():
-            self._interrupted = True
-            return self.result()
-        kept_new = self._kept_in(self._next, n)
-        buffer = self._allocate_draws(kept_new) if self.keep_samples else None
-        ran = _Ran()
-        try:
-            with self._progress_bar(n) as bar, self._on_device(), \
-                    ctrl_c_between_chunks() as stop:
-                self._run_chunks(n, buffer, bar, stop, ran)
-        finally:  # whatever stopped the run, the draws of the completed chunks are kept
-            if buffer is not None and ran.draws:
-                self._sample_parts.append(buffer if ran.draws == kept_new
-                                          else buffer[:, :ran.draws])
-            self._interrupted = ran.transitions < n  # Ctrl-C in the last chunk stopped nothing
-        return self.result()
+        return self._run(num_transitions, hand_over=False)
 
-    def _run_warmup(self) -> bool:
+    def _run(self, num_transitions: int, hand_over: bool) -> SampleResult:
+        """run(); hand_over: this is the sampler's last use (``sample``), so the result may take
+        its draws without a copy."""
+        warmup = self._chains.warmup_left
+        n = count("num_transitions", num_transitions, 1, INT64_MAX - self._next - warmup)
+        kept_new = self._kept_in(self._next + warmup, n)
+        # Checked (and allocated) before the warm-up, so that an absurd request costs nothing.
+        buffer = (self._allocate_draws(kept_new, copy_for_result=not hand_over)
+                  if self.keep_samples else None)
+        with SigintDeferral() as sigint, self._on_device():
+            completed = ((not warmup or self._run_warmup(sigint))
+                         and self._run_chunks(n, buffer, sigint))
+            self._interrupted = not completed  # Ctrl-C in the last chunk stopped nothing
+            result = self._result(hand_over)
+            with contextlib.suppress(KeyboardInterrupt):  # the run is over: its result survives
+                sigint.deliver()
+        return result
+
+    def _run_warmup(self, sigint: SigintDeferral) -> bool:
         """Runs the rest of the warm-up; False when Ctrl-C stopped it first."""
         left = self._chains.warmup_left
 
@@ -207,29 +214,38 @@ class Sampler:
             self._next += size
             self._warmup_done += size
 
-        with self._progress_bar(left, "warm-up") as bar, self._on_device(), \
-                ctrl_c_between_chunks() as stop:
-            self._chunk_loop(left, launch, bar, stop)
-        return self._chains.warmup_left == 0
+        with self._progress_bar(left, "warm-up") as bar:
+            return self._chunk_loop(left, launch, bar, sigint)
 
-    def _run_chunks(self, n: int, buffer: torch.Tensor | None, bar, stop, ran: _Ran) -> None:
+    def _run_chunks(self, n: int, buffer: torch.Tensor | None, sigint: SigintDeferral) -> bool:
+        """Runs n sampling transitions, keeping draws in `buffer`; False when Ctrl-C stopped it."""
+        drawn = 0  # draws of this run, stored in buffer[:, :drawn]
+
         def launch(size: int) -> None:
+            nonlocal drawn
             kept = self._kept_in(self._next, size)
-            draws = (buffer[:, ran.draws:ran.draws + kept] if buffer is not None and kept
+            draws = (buffer[:, drawn:drawn + kept] if buffer is not None and kept
                      else self._no_samples)
             self._chains.run(self._q, self._next, size, self.thin, draws, self._mean, self._m2,
                              self._accept_count, self._accept_prob_sum, self._num_kept)
-            # The books follow the call at once; Ctrl-C waits until between chunks.
+            # The books of the call (SIGINT is held meanwhile), consistent after every chunk.
             self._next += size
             self._num_transitions += size
             self._num_kept += kept
-            ran.transitions += size
-            ran.draws += kept
+            if buffer is not None and kept:
+                if drawn == 0:
+                    self._sample_parts.append(buffer[:, :kept])
+                else:
+                    self._sample_parts[-1] = buffer[:, :drawn + kept]
+                drawn += kept
 
-        self._chunk_loop(n, launch, bar, stop)
+        with self._progress_bar(n) as bar:
+            return self._chunk_loop(n, launch, bar, sigint)
 
-    def _chunk_loop(self, total: int, launch, bar, stop) -> None:
-        """Calls launch(size) for chunks covering `total` transitions, until done or Ctrl-C."""
+    def _chunk_loop(self, total: int, launch, bar, sigint: SigintDeferral) -> bool:
+        """Calls launch(size) for chunks covering `total` transitions; False when Ctrl-C (a
+        KeyboardInterrupt) stopped it first. A SIGINT held during a chunk is delivered before the
+        next one, after the chunk's books are kept."""
         planner = ChunkPlanner(self.chunk_size, first=1 if self._q.device.type == "cpu" else 8)
 
         def on_done(transitions: int, seconds: float) -> None:
@@ -239,23 +255,29 @@ class Sampler:
         clock = ChunkClock(self._q.device, on_done)
         done = 0
         try:
-            while done < total and not stop.requested:
+            while done < total:
+                sigint.deliver()
                 size = planner.next_size(total - done)
                 clock.before_launch()
                 launch(size)
                 done += size
                 clock.after_launch(size)
-        except KeyboardInterrupt:  # raised outside the deferral (e.g. not the main thread)
-            pass
+        except KeyboardInterrupt:
+            return False
         finally:
             clock.drain()
+        return True
 
     def result(self) -> SampleResult:
-        """The result of everything run so far; later runs leave it unchanged."""
+        """The result of everything run so far. It shares no memory with the sampler: changing it
+        changes neither later results nor the run, and later runs leave it unchanged."""
+        return self._result(hand_over=False)
+
+    def _result(self, hand_over: bool) -> SampleResult:
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
         return SampleResult(
-            samples=self._all_draws() if self.keep_samples else None,
+            samples=self._all_draws(hand_over) if self.keep_samples else None,
             mean=self._mean.clone() if n > 0 else nan,
             var=self._m2 / (n - 1) if n > 1 else nan.clone(),
             accept_count=self._accept_count.clone(),
@@ -285,12 +307,12 @@ class Sampler:
         chains, dim = self._q.shape
         return chains * draws * dim * self._q.element_size()
 
-    def _allocate_draws(self, kept_new: int) -> torch.Tensor | None:
+    def _allocate_draws(self, kept_new: int, copy_for_result: bool) -> torch.Tensor | None:
         if kept_new == 0:
             return None
-        # This run's buffer, plus the concatenation of all runs when the result is assembled.
+        # This run's buffer, plus the result's copy (or concatenation) of all draws.
         needed = self._draw_bytes(kept_new)
-        if self._sample_parts:
+        if copy_for_result or self._sample_parts:
             needed += self._draw_bytes(self._num_kept + kept_new)
         chains, dim = self._q.shape
         check_memory(needed, self._q.device,
@@ -299,12 +321,15 @@ class Sampler:
                      "thin more, or run fewer transitions or chains at a time")
         return torch.empty(chains, kept_new, dim, dtype=self._q.dtype, device=self._q.device)
 
-    def _all_draws(self) -> torch.Tensor:
-        if not self._sample_parts:
+    def _all_draws(self, hand_over: bool) -> torch.Tensor:
+        """Every kept draw, in a tensor the sampler does not keep (a copy or concatenation of its
+        parts); the one part itself when the sampler hands it over."""
+        parts = self._sample_parts
+        if not parts:
             return self._q.new_empty(self._q.shape[0], 0, self._q.shape[1])
-        if len(self._sample_parts) > 1:
-            self._sample_parts = [torch.cat(self._sample_parts, dim=1)]
-        return self._sample_parts[0]
+        if len(parts) == 1:
+            return parts[0] if hand_over else parts[0].clone()
+        return torch.cat(parts, dim=1)
 
     def _on_device(self):
         if self._q.is_cuda:
@@ -318,14 +343,6 @@ class Sampler:
             return contextlib.nullcontext(_NoBar())
         return tqdm(total=total, disable=not self.progress, desc=desc, unit="transition",
                     dynamic_ncols=True, leave=False)
-
-
-class _Ran:
-    """Transitions run and draws kept so far by one Sampler.run call."""
-
-    def __init__(self) -> None:
-        self.transitions = 0
-        self.draws = 0
 
 
 class _NoBar:
@@ -359,4 +376,4 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       target_accept=target_accept, adapt_step_size=adapt_step_size,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
                       inverse_mass=inverse_mass, adapt_windows=adapt_windows)
-    return sampler.run(num_samples)
+    return sampler._run(num_samples, hand_over=True)  # the sampler ends here: no copy

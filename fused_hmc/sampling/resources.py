@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import signal
 import threading
@@ -54,32 +53,43 @@ def check_memory(nbytes: int, device: torch.device, what: str, advice: str) -> N
             f"{available / 2**30:.3g} GiB is available; {advice}")
 
 
-class StopRequest:
-    """Set when Ctrl-C arrives while a run is deferring it."""
+class SigintDeferral:
+    """While active, SIGINT is held instead of handled, so that a Ctrl-C can never land between an
+    operator call and the driver's books of what it did (which would make a resumed run repeat
+    transitions); :meth:`deliver` hands a held SIGINT to the handler that was installed before, at
+    a point where the books are consistent. Whatever that handler does then happens there: Python's
+    default raises KeyboardInterrupt (the driver then stops the run), another may only set a flag.
+
+    Only in the main thread (where Python runs signal handlers) and only over a handler installed
+    from Python (SIG_IGN, SIG_DFL and C handlers are left alone).
+    """
 
     def __init__(self) -> None:
-        self.requested = False
+        self._previous = None
+        self._held = None  # (signum, frame) of a SIGINT not delivered yet
 
+    def __enter__(self) -> SigintDeferral:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._hold)
+        return self
 
-@contextlib.contextmanager
-def ctrl_c_between_chunks():
-    """Turns SIGINT into a flag that the driver checks between chunks, so a Ctrl-C never lands
-    between an operator call and the bookkeeping of what it did. Only in the main thread, and only
-    while SIGINT has Python's default handler (anyone else's handler is left alone)."""
-    stop = StopRequest()
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield stop
-        return
+    def _hold(self, signum, frame) -> None:
+        if self._held is None:  # a second Ctrl-C before the first was delivered says the same
+            self._held = (signum, frame)
 
-    def on_sigint(signum, frame):
-        stop.requested = True
+    def deliver(self) -> None:
+        """Calls the previous handler for a held SIGINT (it may raise KeyboardInterrupt)."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._previous(*held)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self.deliver()  # none is lost
 
 
 class ChunkPlanner:

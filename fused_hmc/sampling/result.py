@@ -115,13 +115,20 @@ class SampleResult(NamedTuple):
               + (" [interrupted]" if self.interrupted else ""), file=out)
         rate = self.accept_rate.double().mean().item()
         prob = self.mean_accept_prob.double().mean().item()
-        print(f"acceptance rate {rate:.4f} (mean acceptance probability {prob:.4f})", file=out)
+        print(f"acceptance rate {rate:.4f} (mean acceptance probability {prob:.4f})", file=out,
+              flush=True)
         if self.num_kept == 0:
             print("no draws kept yet", file=out)
             return
         mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
                                               self.num_kept)
-        diag = None
-        if self.samples is not None and self.num_kept >= 4:
+        if self.samples is None or self.num_kept < 4:
+            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims), file=out)
+            return
+        try:
             diag = diagnostics.diagnose(self.samples, max_chains=max_chains)
+        except KeyboardInterrupt:  # print what needs no draws, then stop as asked
+            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims,
+                                           missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)
+            raise
         print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims), file=out)

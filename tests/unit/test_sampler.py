@@ -265,6 +265,66 @@ def test_memory_estimate_refuses_absurd_requests(device, monkeypatch):
     _run(q0, 100, keep_samples=False)  # and statistics alone need no room for draws.
 
 
+def test_memory_check_comes_before_the_warmup(monkeypatch):
+    """An absurd request is refused before any op runs, not after a whole warm-up."""
+    def must_not_run(*args):
+        raise AssertionError("an op ran before the memory check")
+
+    for name in ("run_chains", "run_chains_tuned", "warmup_chains"):
+        monkeypatch.setattr(ops, name, must_not_run)
+    q0 = _q0("cpu", chains=4, dim=2)
+    with pytest.raises(fused_hmc.SamplesTooLargeError, match="keep_samples=False"):
+        _run(q0, 10**12, num_warmup=3000)
+    sampler = fused_hmc.Sampler(q0, seed=0, progress=False, num_warmup=3000)
+    with pytest.raises(fused_hmc.SamplesTooLargeError):
+        sampler.run(10**12)
+    assert sampler.next_transition == 0
+
+
+def _first_draws_buffer(monkeypatch) -> list[int]:
+    """Records the data pointer of the draws buffer of run_chains' first call."""
+    real, pointers = ops.run_chains, []
+
+    def patched(*args):
+        pointers.append(args[9].data_ptr())
+        return real(*args)
+
+    monkeypatch.setattr(ops, "run_chains", patched)
+    return pointers
+
+
+def test_results_do_not_alias_the_sampler(device):
+    """Mutating every tensor of a result changes neither a later result nor the run's future."""
+    q0 = _q0(device)
+    whole = _run(q0, 10, thin=2)
+    sampler = fused_hmc.Sampler(q0, seed=1234, thin=2, progress=False)
+    first = sampler.run(4)
+    for value in first:
+        if isinstance(value, torch.Tensor):
+            value.zero_()
+    assert_results_equal(sampler.result(), _run(q0, 4, thin=2))
+    again = sampler.result()
+    again.samples.add_(1.0)
+    assert_results_equal(sampler.run(6), whole)
+    later = sampler.result()
+    later.samples.mul_(3.0)
+    later.final_state.add_(1.0)
+    assert_results_equal(sampler.result(), whole)
+
+
+def test_sample_hands_over_its_draws_without_a_copy(monkeypatch):
+    """sample() (one run, its sampler then gone) returns the very buffer the op wrote; a
+    Sampler's result is a copy, as the sampler keeps its draws to continue."""
+    q0 = _q0("cpu")
+    pointers = _first_draws_buffer(monkeypatch)
+    res = _run(q0, 9, chunk_size=3)
+    assert res.samples.data_ptr() == pointers[0]
+    pointers.clear()
+    sampler_res = fused_hmc.Sampler(q0, seed=1234, progress=False, chunk_size=3).run(9)
+    assert sampler_res.samples.data_ptr() != pointers[0]
+    assert_results_equal(sampler_res, res)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(num_samples=0), ValueError, "num_samples"),
     (dict(num_samples=2.5), TypeError, "num_samples"),
