@@ -4,6 +4,8 @@
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
 // Also, for the tests, the host build of math/portable_math.h's exp and log.
+// Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
+// (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
@@ -11,7 +13,9 @@
 #include <string>
 #include <tuple>
 
+#include "math/noise_streams.h"
 #include "math/portable_math.h"
+#include "torch_stream.h"
 
 namespace {
 
@@ -71,4 +75,33 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });
   m.def("portable_exp_f32", [](float x) { return fused_hmc::portable_exp(x); });
   m.def("portable_log_f32", [](float x) { return fused_hmc::portable_log(x); });
+  m.def("torch_draw_geometry", [](uint64_t n, uint32_t unroll, uint64_t sms, uint64_t per_sm) {
+    const auto g = fused_hmc::torch_draw_geometry(n, unroll, sms, per_sm);
+    return std::make_tuple(g.threads, g.increment);
+  });
+  // indices [N] int64 -> [N, 3] int64: (subsequence, counter block, lane) of each value.
+  m.def("torch_draw_sites", [](const Tensor& indices, uint64_t offset, uint64_t threads,
+                               uint32_t unroll) {
+    const Tensor idx = indices.to(at::kLong).contiguous();
+    Tensor out = at::empty({idx.numel(), 3}, idx.options());
+    const fused_hmc::TorchDrawLayout layout{0, offset, threads, unroll};
+    for (int64_t k = 0; k < idx.numel(); ++k) {
+      const auto s = fused_hmc::torch_draw_site(layout, idx.data_ptr<int64_t>()[k]);
+      int64_t* row = out.data_ptr<int64_t>() + 3 * k;
+      row[0] = static_cast<int64_t>(s.subsequence), row[1] = static_cast<int64_t>(s.block);
+      row[2] = s.lane;
+    }
+    return out;
+  });
+  m.def("torch_draw_block", [](uint64_t seed, uint64_t offset, uint64_t threads, uint32_t unroll,
+                               uint64_t i) {
+    int lane;
+    const auto b = fused_hmc::torch_draw_block({seed, offset, threads, unroll}, i, lane);
+    return std::make_tuple(b.x, b.y, b.z, b.w, lane);
+  });
+  m.def("torch_draw_is_split", &fused_hmc::torch_draw_is_split);
+  m.def("randn_like_strides", [](const Tensor& q) {
+    const auto l = fused_hmc::randn_like_layout(q);
+    return std::make_tuple(l.chain_stride, l.dim_stride);
+  });
 }

@@ -44,9 +44,8 @@ void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const a
   FHMC_CHECK_VALUE(uniform.dim() == 1 && uniform.size(0) == q.size(0),
                     "uniform must have shape [", q.size(0), "] (one per chain), got ",
                     uniform.sizes());
-  FHMC_CHECK_TYPE(uniform.scalar_type() == at::kFloat || uniform.scalar_type() == q.scalar_type(),
-                   "uniform must be float32 or q's dtype ", q.scalar_type(), ", got ",
-                   uniform.scalar_type());
+  FHMC_CHECK_TYPE(uniform.scalar_type() == at::kFloat || uniform.scalar_type() == at::kDouble,
+                   "uniform must be float32 or float64, got ", uniform.scalar_type());
   FHMC_CHECK_VALUE(uniform.device() == q.device(), "uniform must be on q's device ", q.device(),
                     ", got ", uniform.device());
 }
@@ -79,11 +78,6 @@ void check_device_index(int device, int limit) {
 void check_batch_launchable(const at::Tensor& q) {
   FHMC_CHECK_VALUE(q.size(0) <= std::numeric_limits<int32_t>::max(), "batch ", q.size(0),
                     " is too large for one launch (at most 2^31 - 1 chains)");
-}
-
-NoiseLayout randn_like_layout(const at::Tensor& q) {
-  if (q.is_non_overlapping_and_dense()) return {q.stride(0), q.stride(1)};
-  return {q.size(1), 1};
 }
 
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,

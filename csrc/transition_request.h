@@ -19,7 +19,8 @@ NoiseMode parse_noise_mode(c10::string_view rng);
 void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps);
 
-// momentum [B, d] of q's dtype, uniform [B] of float32 or q's dtype, both on q's device.
+// momentum [B, d] of q's dtype, uniform [B] float32 or float64 (torch.rand(B) in either default
+// dtype; the accept test promotes as the reference's does), both on q's device.
 void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const at::Tensor& uniform);
 
 // An explicit seed keys the philox stream; a generator reservation only covers transition 0.
@@ -36,14 +37,6 @@ void check_device_index(int device, int limit);
 
 // One launch covers at most 2^31 - 1 blocks, and a block holds at least one chain.
 void check_batch_launchable(const at::Tensor& q);
-
-// The stride, in elements, between consecutive chains and coordinates of torch.randn_like(q):
-// q's own layout when q is non-overlapping and dense, row-major otherwise.
-struct NoiseLayout {
-  int64_t chain_stride;
-  int64_t dim_stride;
-};
-NoiseLayout randn_like_layout(const at::Tensor& q);
 
 // A state buffer of the chains: exactly `shape` and `dtype`, on q's device, contiguous.
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,

@@ -49,7 +49,9 @@ def torch_stream_is_exact(device: torch.device, dtype: torch.dtype) -> bool:
     exact three-launch path, which captures like any torch RNG op.
     """
     if torch.get_default_dtype() != torch.float32:
-        return False  # torch.rand(B) would then be float64; the kernel draws float32 uniforms
+        # torch.rand(B) is then float64, which the kernel does not draw: the op itself would draw
+        # with torch (csrc/torch_stream.h), so a probe now would verify nothing for later calls.
+        return False
     key = (device.index, dtype)
     verdict = _verdicts.get(key)
     if verdict is None:

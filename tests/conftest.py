@@ -3,6 +3,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+
+# Property tests draw the same examples on every run (derandomized, no example database), so CI is
+# deterministic; a failure prints the example to reproduce it.
+settings.register_profile("fused_hmc", derandomize=True, database=None, deadline=None,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fused_hmc")
 
 
 def _cuda_ready() -> bool:

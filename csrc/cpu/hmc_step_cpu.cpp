@@ -12,6 +12,7 @@
 #include "../math/noise_streams.h"
 #include "../math/philox.h"
 #include "../math/philox_transition.h"
+#include "../torch_stream.h"
 #include "../transition_request.h"
 
 namespace fused_hmc {
@@ -30,7 +31,7 @@ bool accept_or_revert(const scalar_t* q_row, scalar_t* out_row, int64_t dim, sca
   return accepted;
 }
 
-// q, mu, momentum, uniform contiguous; uniform_t is float32 or scalar_t.
+// q, mu, momentum, uniform contiguous; uniform_t is float or double.
 template <typename scalar_t, typename uniform_t>
 void transition_with_noise(const Tensor& q, const Tensor& mu, const Tensor& momentum,
                            const Tensor& uniform, double step_size, int num_steps, Tensor& q_new,
@@ -103,7 +104,7 @@ std::tuple<Tensor, Tensor> hmc_step_noise_cpu(const Tensor& q, const Tensor& mu,
           q.contiguous(), mu.contiguous(), momentum.contiguous(), uniform.contiguous(), step_size,
           static_cast<int>(num_leapfrog_steps), q_new, accepted);
     };
-    uniform.scalar_type() == at::kFloat ? run(float{}) : run(scalar_t{});
+    uniform.scalar_type() == at::kFloat ? run(float{}) : run(double{});
   });
   return {q_new, accepted};
 }
@@ -125,12 +126,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
   check_stream_selection(mode, seed, transition);
   if (mode == NoiseMode::kTorch) {
     // The reference's draws, in its order, from the same generator; then the fused transition.
-    Tensor momentum = at::empty_like(q).normal_(0.0, 1.0, generator);
-    Tensor uniform = at::empty({q.size(0)}, q.options().dtype(c10::get_default_dtype()))
-                         .uniform_(0.0, 1.0, generator);
-    auto [q_new, accepted] = hmc_step_noise_cpu(q, mu, momentum, uniform, step_size,
+    // The traced momentum is contiguous, like every backend's (and the fake impl's).
+    const ReferenceNoise noise = draw_reference_noise(q, generator);
+    auto [q_new, accepted] = hmc_step_noise_cpu(q, mu, noise.momentum, noise.uniform, step_size,
                                                 num_leapfrog_steps);
-    return {q_new, accepted, momentum, uniform};
+    return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
   }
   auto [q_new, accepted] = allocate_outputs(q);
   Tensor momentum = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "../torch_stream.h"
 #include "../transition_request.h"
 #include "device_info.h"
 #include "group_shape.h"
@@ -90,6 +91,26 @@ at::PhiloxCudaState reserve(const std::optional<at::Generator>& generator, uint6
   return gen->philox_cuda_state(increment);
 }
 
+// rng="torch" where the kernel's one-launch copy of torch's stream does not reproduce torch
+// (torch_stream.h): torch's own draws, in the reference's order, then the external-noise kernel.
+Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double step_size,
+                                    int64_t num_leapfrog_steps,
+                                    const std::optional<at::Generator>& generator, bool traced,
+                                    TorchStreamPath path) {
+  if (path == TorchStreamPath::kTorchDrawsSplit) {
+    TORCH_WARN_ONCE(
+        "fused_hmc: rng=\"torch\" for q of shape ", q.sizes(), " (", q.scalar_type(),
+        "): torch splits a draw beyond 32-bit indexing into several launches, each with its own "
+        "generator reservation, which the in-kernel copy of its stream does not model; drawing "
+        "with torch itself instead (exact, three launches instead of one)");
+  }
+  const ReferenceNoise noise = draw_reference_noise(q, generator);
+  auto [q_new, accepted] =
+      hmc_step_noise_cuda(q, mu, noise.momentum, noise.uniform, step_size, num_leapfrog_steps);
+  if (!traced) return {q_new, accepted, Tensor(), Tensor()};
+  return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
+}
+
 Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
                       int64_t num_leapfrog_steps, c10::string_view rng,
                       const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
@@ -100,6 +121,13 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
+  if (mode == NoiseMode::kTorch) {
+    const TorchStreamPath path = torch_stream_path(q_in);
+    if (path != TorchStreamPath::kInKernel) {
+      return transition_with_torch_draws(q_in, mu_in, step_size, num_leapfrog_steps, generator,
+                                         traced, path);
+    }
+  }
   Outputs out = allocate_outputs(q_in, traced);
   if (q_in.size(0) == 0) return out;
   const NoiseLayout layout = randn_like_layout(q_in);

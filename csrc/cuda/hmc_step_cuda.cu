@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     if constexpr (SOURCE == NoiseSource::kExternal) {
       accepted = p.uniform_is_float
                      ? metropolis_accept(static_cast<const float*>(p.uniform)[chain], log_alpha)
-                     : metropolis_accept(static_cast<const scalar_t*>(p.uniform)[chain], log_alpha);
+                     : metropolis_accept(static_cast<const double*>(p.uniform)[chain], log_alpha);
     } else {
       const float u = draw_uniform<SOURCE>(p, key, chain);
       if constexpr (SOURCE == NoiseSource::kPhilox) {

@@ -35,7 +35,7 @@ struct TransitionParams {
   StepSizes<scalar_t> steps;
   int num_steps;
   bool vectorized;  // every row of q, mu, q_new (and momentum) 16-byte aligned
-  // kExternal: momentum [B, d] contiguous and uniform [B] (float32, or scalar_t).
+  // kExternal: momentum [B, d] contiguous and uniform [B] (float32, or else float64).
   const scalar_t* momentum;
   const void* uniform;
   bool uniform_is_float;

@@ -157,8 +157,9 @@ FHMC_HD scalar_t log_accept_ratio(scalar_t energy_change_twice_sum) {
   return scalar_t(-0.5) * energy_change_twice_sum;
 }
 
-// The reference's test: log(clamp(u, min=1e-10)) < log_alpha, the log taken in u's dtype. NaN u
-// propagates through clamp as in torch, and a NaN on either side rejects.
+// The reference's test: log(clamp(u, min=1e-10)) < log_alpha, the log taken in u's dtype and the
+// comparison in the wider of u's and log_alpha's (torch's type promotion). NaN u propagates through
+// clamp as in torch, and a NaN on either side rejects.
 FHMC_HD float log_rn(float v) { return logf(v); }
 FHMC_HD double log_rn(double v) { return log(v); }
 
@@ -166,7 +167,8 @@ template <typename uniform_t, typename scalar_t>
 FHMC_HD bool metropolis_accept(uniform_t u, scalar_t log_alpha) {
   const uniform_t floor = static_cast<uniform_t>(1e-10);
   const uniform_t clamped = u < floor ? floor : u;
-  return static_cast<scalar_t>(log_rn(clamped)) < log_alpha;
+  using wide_t = decltype(uniform_t(0) + scalar_t(0));
+  return static_cast<wide_t>(log_rn(clamped)) < static_cast<wide_t>(log_alpha);
 }
 
 }  // namespace fused_hmc

@@ -66,16 +66,26 @@ struct TorchDrawLayout {
   uint32_t unroll;
 };
 
-FHMC_HD PhiloxBlock torch_draw_block(const TorchDrawLayout& l, uint64_t i, int& lane) {
-  if (i < l.threads) {  // always the case when n <= T: one call per thread, lane 0
-    lane = 0;
-    return philox_block(l.seed, i, l.offset / 4);
-  }
+// Where value i comes from: Philox subsequence (torch's thread), counter block, and lane.
+struct TorchDrawSite {
+  uint64_t subsequence;
+  uint64_t block;
+  int lane;
+};
+
+FHMC_HD TorchDrawSite torch_draw_site(const TorchDrawLayout& l, uint64_t i) {
+  if (i < l.threads) return {i, l.offset / 4, 0};  // always the case when n <= T: lane 0
   const uint64_t per_call = l.unroll * l.threads;
   const uint64_t call = i / per_call;
   const uint64_t rest = i - call * per_call;
-  lane = static_cast<int>(rest / l.threads);
-  return philox_block(l.seed, rest - lane * l.threads, l.offset / 4 + call);
+  const uint64_t lane = rest / l.threads;
+  return {rest - lane * l.threads, l.offset / 4 + call, static_cast<int>(lane)};
+}
+
+FHMC_HD PhiloxBlock torch_draw_block(const TorchDrawLayout& l, uint64_t i, int& lane) {
+  const TorchDrawSite site = torch_draw_site(l, i);
+  lane = site.lane;
+  return philox_block(l.seed, site.subsequence, site.block);
 }
 
 // Element i of torch.randn(..) in q's dtype.
@@ -107,6 +117,16 @@ inline TorchDrawGeometry torch_draw_geometry(uint64_t n, uint32_t unroll, uint64
   if (grid > grid_cap) grid = grid_cap;
   const uint64_t threads = kBlock * grid;
   return {threads, 4 * ((n - 1) / (threads * unroll) + 1)};
+}
+
+// Whether torch fills a dense tensor of n values of `element_size` bytes in more than one launch:
+// a TensorIterator that cannot use 32-bit indexing (numel > INT32_MAX, or 1 + its largest byte
+// offset > INT32_MAX: float32 n > 2^29, float64 n > 2^28) is split into sub-iterators, each its own
+// launch geometry and generator reservation, after a reservation for the whole draw. The geometry
+// above models one launch only, so such draws must be made by torch itself.
+inline bool torch_draw_is_split(uint64_t n, uint64_t element_size) {
+  constexpr uint64_t kMax = 0x7FFFFFFFu;  // INT32_MAX
+  return n > kMax || (n > 0 && 1 + (n - 1) * element_size > kMax);
 }
 
 }  // namespace fused_hmc
