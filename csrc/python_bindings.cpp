@@ -3,7 +3,8 @@
 // torch.ops.fused_hmc.* parses each call's arguments against the schema in Python and costs
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
-// Also, for the tests, the host build of math/portable_math.h's exp and log.
+// Also, for the tests, the host build of math/portable_math.h's exp and log and of
+// math/stream_key.h's philox_key_from_seed.
 // Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
 // (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout).
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -15,6 +16,7 @@
 
 #include "math/noise_streams.h"
 #include "math/portable_math.h"
+#include "math/stream_key.h"
 #include "torch_stream.h"
 
 namespace {
@@ -75,6 +77,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });
   m.def("portable_exp_f32", [](float x) { return fused_hmc::portable_exp(x); });
   m.def("portable_log_f32", [](float x) { return fused_hmc::portable_log(x); });
+  m.def("philox_key_from_seed",
+        [](uint64_t seed) { return fused_hmc::philox_key_from_seed(seed); });
   m.def("torch_draw_geometry", [](uint64_t n, uint32_t unroll, uint64_t sms, uint64_t per_sm) {
     const auto g = fused_hmc::torch_draw_geometry(n, unroll, sms, per_sm);
     return std::make_tuple(g.threads, g.increment);

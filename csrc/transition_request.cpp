@@ -1,6 +1,9 @@
 #include "transition_request.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "check_message.h"
@@ -14,6 +17,18 @@ NoiseMode parse_noise_mode(c10::string_view rng) {
                         message::join("rng must be \"philox\" or \"torch\", got \"",
                                       std::string(rng), "\""));
 }
+
+namespace {
+
+// The ops have no autograd formula: an input that requires grad would give outputs that require
+// grad and carry none.
+void check_not_differentiated(const at::Tensor& t, const char* name) {
+  FHMC_CHECK_VALUE(!(t.requires_grad() && at::GradMode::is_enabled()), name,
+                   " requires grad, but fused_hmc's transitions are not differentiable (the "
+                   "outputs would carry no gradient); pass ", name, ".detach()");
+}
+
+}  // namespace
 
 void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps) {
@@ -32,6 +47,8 @@ void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double s
   FHMC_CHECK_VALUE(num_leapfrog_steps >= 1 &&
                         num_leapfrog_steps <= std::numeric_limits<int32_t>::max(),
                     "num_leapfrog_steps must be in [1, 2^31 - 1], got ", num_leapfrog_steps);
+  check_not_differentiated(q, "q");
+  check_not_differentiated(mu, "mu");
 }
 
 void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const at::Tensor& uniform) {
@@ -48,11 +65,17 @@ void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const a
                    "uniform must be float32 or float64, got ", uniform.scalar_type());
   FHMC_CHECK_VALUE(uniform.device() == q.device(), "uniform must be on q's device ", q.device(),
                     ", got ", uniform.device());
+  check_not_differentiated(momentum, "momentum");
+  check_not_differentiated(uniform, "uniform");
 }
 
-void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition) {
+void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition,
+                            bool has_generator) {
   FHMC_CHECK_VALUE(!seed.has_value() || mode == NoiseMode::kPhilox,
                     "seed= keys the native stream and needs rng=\"philox\"");
+  FHMC_CHECK_VALUE(!(seed.has_value() && has_generator),
+                    "pass seed= (an explicit stream) or generator= (a stream drawn from it), not "
+                    "both: with seed= the generator would be ignored");
   FHMC_CHECK_VALUE(transition >= 0, "transition must be >= 0, got ", transition);
   FHMC_CHECK_VALUE(transition == 0 || seed.has_value(),
                     "transition= selects a transition of an explicitly seeded stream; pass seed= too");
@@ -81,12 +104,15 @@ void check_batch_launchable(const at::Tensor& q) {
 }
 
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
-                        at::IntArrayRef shape, at::ScalarType dtype) {
+                        at::IntArrayRef shape, at::ScalarType dtype, bool vector_rows) {
   FHMC_CHECK_VALUE(t.sizes() == shape, name, " must have shape ", shape, ", got ", t.sizes());
   FHMC_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
   FHMC_CHECK_VALUE(t.device() == q.device(), name, " must be on q's device ", q.device(),
                     ", got ", t.device());
   FHMC_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
+  FHMC_CHECK_VALUE(!vector_rows || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
+                   " must be 16-byte aligned (the CUDA kernels move its rows in 16-byte vectors); "
+                   "pass a tensor of its own, e.g. ", name, ".clone(), not an offset view");
 }
 
 void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
@@ -117,8 +143,8 @@ void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double s
     FHMC_CHECK_VALUE(samples.device() == q.device(), "samples must be on q's device ",
                       q.device(), ", got ", samples.device());
   }
-  check_chain_buffer(q, mean, "mean", {batch, dim}, at::kDouble);
-  check_chain_buffer(q, m2, "m2", {batch, dim}, at::kDouble);
+  check_chain_buffer(q, mean, "mean", {batch, dim}, at::kDouble, true);
+  check_chain_buffer(q, m2, "m2", {batch, dim}, at::kDouble, true);
   check_chain_buffer(q, accept_count, "accept_count", {batch}, at::kLong);
   check_chain_buffer(q, accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
 }

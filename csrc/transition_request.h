@@ -15,7 +15,8 @@ enum class NoiseMode { kPhilox, kTorch };
 NoiseMode parse_noise_mode(c10::string_view rng);
 
 // q [B, d] float32/float64 (any strides), mu [d] of q's dtype and device, step_size finite > 0,
-// 1 <= num_leapfrog_steps <= INT32_MAX. Raises a ValueError/TypeError naming the argument.
+// 1 <= num_leapfrog_steps <= INT32_MAX; q and mu not requiring grad while grad mode is on (the ops
+// are not differentiable). Raises a ValueError/TypeError naming the argument.
 void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps);
 
@@ -23,8 +24,10 @@ void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double s
 // dtype; the accept test promotes as the reference's does), both on q's device.
 void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const at::Tensor& uniform);
 
-// An explicit seed keys the philox stream; a generator reservation only covers transition 0.
-void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition);
+// An explicit seed keys the philox stream; a generator reservation only covers transition 0; seed=
+// and generator= exclude each other.
+void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition,
+                            bool has_generator);
 
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.
@@ -38,9 +41,10 @@ void check_device_index(int device, int limit);
 // One launch covers at most 2^31 - 1 blocks, and a block holds at least one chain.
 void check_batch_launchable(const at::Tensor& q);
 
-// A state buffer of the chains: exactly `shape` and `dtype`, on q's device, contiguous.
+// A state buffer of the chains: exactly `shape` and `dtype`, on q's device, contiguous, and, with
+// vector_rows (buffers the kernels move in 16-byte vectors: Welford moments), 16-byte aligned.
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
-                        at::IntArrayRef shape, at::ScalarType dtype);
+                        at::IntArrayRef shape, at::ScalarType dtype, bool vector_rows = false);
 
 // run_chains: q [B, d] contiguous float32/float64 (the chain state, updated in place) and mu as in
 // check_transition_inputs; chain_offset, first_transition, kept_before >= 0; num_transitions >= 0;

@@ -84,8 +84,8 @@ void check_warmup_inputs(const at::Tensor& q, const at::Tensor& step_size, int64
                    "target_accept must be in (0, 1), got ", target_accept);
   const int64_t batch = q.size(0), dim = q.size(1);
   check_chain_buffer(q, dual_averaging, "dual_averaging", {step_size.size(0), 3}, at::kDouble);
-  check_chain_buffer(q, window_mean, "window_mean", {batch, dim}, at::kDouble);
-  check_chain_buffer(q, window_m2, "window_m2", {batch, dim}, at::kDouble);
+  check_chain_buffer(q, window_mean, "window_mean", {batch, dim}, at::kDouble, true);
+  check_chain_buffer(q, window_m2, "window_m2", {batch, dim}, at::kDouble, true);
 }
 
 }  // namespace fused_hmc

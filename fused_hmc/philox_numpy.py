@@ -9,6 +9,18 @@ import numpy as np
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 _MASK32 = np.uint64(0xFFFFFFFF)
+_MASK64 = (1 << 64) - 1
+EXPLICIT_SEED_DOMAIN = int.from_bytes(b"fusedhmc", "big")  # 0x6675736564686D63
+
+
+def philox_key_from_seed(seed: int) -> int:
+    """The Philox key of an explicit ``seed=`` (any int, read as its 64 bits): SplitMix64's
+    finalizer of seed ^ EXPLICIT_SEED_DOMAIN, a bijection of 64-bit words, so explicit-seed streams
+    are not torch's generator streams (torch keys Philox with its raw seed)."""
+    z = (seed & _MASK64) ^ EXPLICIT_SEED_DOMAIN
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
 
 
 def philox4x32_10(counters: np.ndarray, key: int) -> np.ndarray:
@@ -34,19 +46,20 @@ def curand_counters(subsequence: np.ndarray, block_index: np.ndarray) -> np.ndar
                     axis=-1).astype(np.uint32).reshape(-1, 4)
 
 
-def stream_blocks(seed: int, chains: np.ndarray, transition: int, dim: int, dtype: str,
-                  base_block: int = 0) -> np.ndarray:
-    """The native stream's blocks [chains, blocks_per_transition, 4] for one transition.
+def stream_blocks(seed: int, chains: np.ndarray, transition: int, dim: int,
+                  dtype: str) -> np.ndarray:
+    """The blocks [chains, blocks_per_transition, 4] of one transition of explicit seed ``seed``.
 
-    Chain c is subsequence c; transition t owns blocks base + t * bpt + [0, bpt), where
-    bpt = ceil(dim / normals_per_block) + 1 (4 normals per block in float32, 2 in float64).
+    The key is philox_key_from_seed(seed); chain c is subsequence c; transition t owns blocks
+    t * bpt + [0, bpt), where bpt = ceil(dim / normals_per_block) + 1 (4 normals per block in
+    float32, 2 in float64).
     """
     per_block = 4 if dtype == "float32" else 2
     bpt = -(-dim // per_block) + 1
     chains = np.asarray(chains, dtype=np.uint64)
-    blocks = base_block + transition * bpt + np.arange(bpt, dtype=np.uint64)
+    blocks = transition * bpt + np.arange(bpt, dtype=np.uint64)
     sub, blk = np.meshgrid(chains, blocks, indexing="ij")
-    out = philox4x32_10(curand_counters(sub.ravel(), blk.ravel()), seed)
+    out = philox4x32_10(curand_counters(sub.ravel(), blk.ravel()), philox_key_from_seed(seed))
     return out.reshape(len(chains), bpt, 4)
 
 

@@ -1,8 +1,6 @@
 """The functional form of one fused HMC transition, for every noise mode."""
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from . import _build, ops
@@ -11,10 +9,36 @@ from .torch_stream_guard import _verdicts, torch_stream_is_exact
 RNG_MODES = ("philox", "torch")
 
 
-@functools.lru_cache(maxsize=64)
-def _zero_mean(dim: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A cached, never-written zero mean, so mu=None costs no launch per call."""
-    return torch.zeros(dim, dtype=dtype, device=device)
+_ZERO_MEANS: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+_MAX_ZERO_MEANS = 64
+
+
+def _default_mean(q: torch.Tensor) -> torch.Tensor:
+    """mu=None: a cached, never-written zero mean, so it costs no launch per call.
+
+    Never cached while tracing (a fake tensor) or while a CUDA graph captures: a tensor made during
+    capture lives in the graph's private pool and is only zeroed when the graph replays.
+    """
+    key = (q.shape[-1], q.dtype, q.device)
+    mean = _ZERO_MEANS.get(key)
+    if mean is not None:
+        return mean
+    mean = q.new_zeros(q.shape[-1:])
+    if q.is_cuda and torch.cuda.is_current_stream_capturing():
+        return mean
+    if len(_ZERO_MEANS) >= _MAX_ZERO_MEANS:
+        _ZERO_MEANS.clear()
+    _ZERO_MEANS[key] = mean
+    return mean
+
+
+def check_generator_traceable(generator: torch.Generator | None) -> None:
+    """torch.compile's Dynamo cannot pass a torch.Generator to an op (it fails deep inside with
+    "Failed to convert args/kwargs to proxy"): say so, and what to do instead, while tracing."""
+    if generator is not None and torch.compiler.is_compiling():
+        raise ValueError("generator= cannot be traced by torch.compile (Dynamo passes no "
+                         "torch.Generator to an op): seed the default generator with "
+                         "torch.manual_seed and drop generator=, or run this call eagerly")
 
 
 def _torch_stream_in_kernel(q: torch.Tensor) -> bool:
@@ -38,16 +62,21 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
             ``generator`` (default: the device's default generator) or from ``seed``.
             ``"torch"``: the exact numbers ``torch.randn_like(q)`` then ``torch.rand(B)`` would draw.
         momentum, uniform: external noise, [B, d] and [B]; used exactly as given (rng is ignored).
-        seed, transition: key the philox stream explicitly (transition t of the stream ``seed``).
+        seed, transition: select the philox stream explicitly (transition t of the stream
+            ``seed``). The seed is mixed into the Philox key (csrc/math/stream_key.h), so the stream
+            is not the one torch's generator seeded with the same number draws. Not together with
+            ``generator``; not inside a CUDA graph capture (a replay would redraw the same numbers;
+            the generator-seeded modes advance on replay).
 
     Returns:
         (q_new [B, d] contiguous in q's dtype, accepted [B] bool).
     """
+    check_generator_traceable(generator)
     if mu is None:
         if torch.compiler.is_compiling() or q.dim() != 2:
             mu = q.new_zeros(q.shape[-1:])
         else:
-            mu = _zero_mean(q.shape[-1], q.dtype, q.device)
+            mu = _default_mean(q)
     if q.is_cuda and not _build._state["cuda"]:
         _build.require_cuda_kernels()
     if (momentum is None) != (uniform is None):

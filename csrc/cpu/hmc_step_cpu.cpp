@@ -12,6 +12,7 @@
 #include "../math/noise_streams.h"
 #include "../math/philox.h"
 #include "../math/philox_transition.h"
+#include "../math/stream_key.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 
@@ -123,7 +124,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
     std::optional<int64_t> seed, int64_t transition) {
   check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
   const NoiseMode mode = parse_noise_mode(rng);
-  check_stream_selection(mode, seed, transition);
+  check_stream_selection(mode, seed, transition, generator.has_value());
   if (mode == NoiseMode::kTorch) {
     // The reference's draws, in its order, from the same generator; then the fused transition.
     // The traced momentum is contiguous, like every backend's (and the fake impl's).
@@ -136,8 +137,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
   Tensor momentum = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
   Tensor uniform = at::empty({q.size(0)}, q.options().dtype(at::kFloat));
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_philox_cpu", [&] {
-    const PhiloxStream stream{seed ? static_cast<uint64_t>(*seed) : draw_cpu_key(generator), 0,
-                              momentum_blocks<scalar_t>(q.size(1)) + 1};
+    const PhiloxStream stream =
+        seed ? seeded_stream<scalar_t>(*seed, q.size(1))
+             : PhiloxStream{draw_cpu_key(generator), 0, momentum_blocks<scalar_t>(q.size(1)) + 1};
     transition_philox<scalar_t>(q.contiguous(), mu.contiguous(), stream,
                                 static_cast<uint64_t>(transition), step_size,
                                 static_cast<int>(num_leapfrog_steps), q_new, accepted,

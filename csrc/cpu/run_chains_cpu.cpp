@@ -13,6 +13,7 @@
 #include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
 #include "../math/philox_transition.h"
+#include "../math/stream_key.h"
 #include "../math/thinning.h"
 #include "../math/welford.h"
 #include "../transition_request.h"
@@ -28,7 +29,7 @@ struct RunChainsParams {
   int64_t batch, dim;
   double step_size;
   int num_steps;
-  uint64_t seed;
+  int64_t seed;
   int64_t chain_offset, first_transition, num_transitions, thin, kept_before;
 };
 
@@ -36,7 +37,7 @@ template <typename scalar_t>
 void run_chains_kernel(const RunChainsParams& p, scalar_t* q_ptr, const scalar_t* mu,
                        SampleSink<scalar_t> sink, double* mean_ptr, double* m2_ptr,
                        int64_t* accept_count_ptr, double* accept_prob_ptr) {
-  const PhiloxStream stream{p.seed, 0, momentum_blocks<scalar_t>(p.dim) + 1};
+  const PhiloxStream stream = seeded_stream<scalar_t>(p.seed, p.dim);
   const auto steps = step_sizes<scalar_t>(p.step_size);
   const int64_t first_kept = kept_before(p.first_transition, p.thin);
   const int64_t end_transition = p.first_transition + p.num_transitions;
@@ -81,7 +82,7 @@ void run_chains_cpu(const Tensor& q, const Tensor& mu, double step_size,
                                q.size(1),
                                step_size,
                                static_cast<int>(num_leapfrog_steps),
-                               static_cast<uint64_t>(seed),
+                               seed,
                                chain_offset,
                                first_transition,
                                num_transitions,

@@ -34,7 +34,7 @@ void run_chains_tuned_kernel(const TunedRunParams& p, const GaussianTarget<scala
                              scalar_t* q_ptr, const double* step_size, const scalar_t* inv_mass,
                              SampleSink<scalar_t> sink, double* mean_ptr, double* m2_ptr,
                              int64_t* accept_count_ptr, double* accept_prob_ptr) {
-  const PhiloxStream stream = tuned_stream<scalar_t>(p.seed, p.dim);
+  const PhiloxStream stream = seeded_stream<scalar_t>(p.seed, p.dim);
   const int64_t first_kept = kept_before(p.first_transition, p.thin);
   const int64_t end_transition = p.first_transition + p.num_transitions;
   const int64_t grain = std::max<int64_t>(1, 16 / std::max<int64_t>(1, p.num_transitions));

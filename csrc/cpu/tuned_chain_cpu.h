@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../math/gaussian_targets.h"
+#include "../math/stream_key.h"
 #include "../math/tuned_transition.h"
 
 namespace fused_hmc {
@@ -34,11 +35,5 @@ class TrajectoryArrays {
   std::vector<scalar_t> storage_;
   int64_t dim_;
 };
-
-// The philox stream of a tuned call: run_chains' keying (seed, chain, transition, draw).
-template <typename scalar_t>
-PhiloxStream tuned_stream(int64_t seed, int64_t dim) {
-  return {static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(dim) + 1};
-}
 
 }  // namespace fused_hmc

@@ -56,7 +56,7 @@ template <typename scalar_t>
 class Warmup {
  public:
   Warmup(const WarmupParams& p, const GaussianTarget<scalar_t>& target, WarmupState<scalar_t> s)
-      : p_(p), target_(target), s_(s), stream_(tuned_stream<scalar_t>(p.seed, p.dim)) {}
+      : p_(p), target_(target), s_(s), stream_(seeded_stream<scalar_t>(p.seed, p.dim)) {}
 
   // Chain b's transition t, and its draw folded into its window moments; returns min(1, alpha).
   double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {

@@ -10,9 +10,11 @@
 #include <mutex>
 #include <tuple>
 
+#include "../math/stream_key.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 #include "device_info.h"
+#include "graph_capture.h"
 #include "group_shape.h"
 #include "launch_params.h"
 
@@ -117,10 +119,11 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
                       int64_t transition, bool traced) {
   check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
   const NoiseMode mode = parse_noise_mode(rng);
-  check_stream_selection(mode, seed, transition);
+  check_stream_selection(mode, seed, transition, generator.has_value());
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
+  if (seed) check_not_capturing_seeded(traced ? "hmc_step_traced" : "hmc_step");
   if (mode == NoiseMode::kTorch) {
     const TorchStreamPath path = torch_stream_path(q_in);
     if (path != TorchStreamPath::kInKernel) {
@@ -138,7 +141,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
     if (mode == NoiseMode::kPhilox) {
       p.blocks_per_transition = momentum_blocks<scalar_t>(p.dim) + 1;
       p.from_generator = !seed.has_value();
-      p.seed = seed ? static_cast<uint64_t>(*seed) : 0;
+      p.seed = seed ? seeded_stream<scalar_t>(*seed, p.dim).seed : 0;
       p.transition = static_cast<uint64_t>(transition);
       if (p.from_generator) p.rng_state = reserve(generator, 4 * p.blocks_per_transition);
       C10_CUDA_CHECK(launch_transition(p, NoiseSource::kPhilox, stream));

@@ -39,7 +39,8 @@ struct TransitionParams {
   const scalar_t* momentum;
   const void* uniform;
   bool uniform_is_float;
-  // kPhilox / kTorchStream: the generator reservation, or an explicit philox seed.
+  // kPhilox / kTorchStream: the generator reservation, or the key of an explicit seed
+  // (math/stream_key.h).
   at::PhiloxCudaState rng_state;
   bool from_generator;
   uint64_t seed;

@@ -5,8 +5,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "../math/stream_key.h"
 #include "../math/thinning.h"
 #include "../transition_request.h"
+#include "graph_capture.h"
 #include "group_shape.h"
 #include "launch_params.h"
 #include "run_outputs.h"
@@ -29,6 +31,7 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
   check_batch_launchable(q);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::cuda::CUDAGuard guard(q.device());
+  check_not_capturing_seeded("run_chains");
   const Tensor mu_c = mu.contiguous();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "run_chains_cuda", [&] {
     RunChainsParams<scalar_t> p{};
@@ -40,7 +43,7 @@ void run_chains_cuda(const Tensor& q, const Tensor& mu, double step_size,
     p.dim = q.size(1);
     p.steps = step_sizes<scalar_t>(step_size);
     p.num_steps = static_cast<int>(num_leapfrog_steps);
-    p.stream = PhiloxStream{static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(p.dim) + 1};
+    p.stream = seeded_stream<scalar_t>(seed, p.dim);
     p.chain_offset = chain_offset;
     p.first_transition = first_transition;
     p.num_transitions = num_transitions;

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "graph_capture.h"
 #include "launch_params.h"
 #include "run_outputs.h"
 #include "tuned_params.h"
@@ -29,6 +30,7 @@ void run_chains_tuned_cuda(const Tensor& q, int64_t target_kind, const Tensor& m
                           accept_prob_sum, kept_before);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::cuda::CUDAGuard guard(q.device());
+  check_not_capturing_seeded("run_chains_tuned");
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "run_chains_tuned_cuda", [&] {
     const RunTunedParams<scalar_t> p{
         tuned_chains_params<scalar_t>(q, target_kind, mu, precision, step_size, inv_mass, jitter,

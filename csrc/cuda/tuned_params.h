@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "../math/stream_key.h"
 #include "../transition_request.h"
 #include "../tuned_request.h"
 #include "group_shape.h"
@@ -43,7 +44,7 @@ TunedChainsParams<scalar_t> tuned_chains_params(const at::Tensor& q, int64_t tar
   p.groups = step_size.size(0);
   p.jitter = jitter;
   p.num_steps = static_cast<int>(num_leapfrog_steps);
-  p.stream = PhiloxStream{static_cast<uint64_t>(seed), 0, momentum_blocks<scalar_t>(p.dim) + 1};
+  p.stream = seeded_stream<scalar_t>(seed, p.dim);
   p.chain_offset = chain_offset;
   p.first_transition = first_transition;
   p.num_transitions = num_transitions;

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "device_info.h"
+#include "graph_capture.h"
 #include "group_shape.h"
 #include "launch_params.h"
 #include "tuned_params.h"
@@ -31,6 +32,7 @@ void warmup_chains_cuda(const Tensor& q, int64_t target_kind, const Tensor& mu,
                       dual_averaging, window_mean, window_m2);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::cuda::CUDAGuard guard(q.device());
+  check_not_capturing_seeded("warmup_chains");
   const bool pooled = step_size.size(0) == 1;
   const int64_t tiles = pooled_warmup_tiles(q.size(0), q.size(1));
   const auto f64 = q.options().dtype(at::kDouble);

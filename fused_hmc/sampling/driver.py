@@ -54,8 +54,10 @@ class Sampler:
         thin: keep the state after transition t when (t + 1) % thin == 0 (global index t).
         keep_samples: store the kept draws ([chains, kept, dim], q0's dtype, on q0's device). When
             False only the Welford mean/variance and acceptance statistics are kept.
-        seed: philox key, 0 <= seed < 2**64. None draws a 63-bit key once from `generator` (default:
-            torch's default generator of q0's device), so torch.manual_seed makes runs repeatable.
+        seed: the philox stream's seed, 0 <= seed < 2**64 (mixed into its key, so the stream is
+            not the one torch's generator seeded with the same number draws). None draws a 63-bit
+            seed once from `generator` (default: torch's default generator of q0's device), so
+            torch.manual_seed makes runs repeatable. Not together with `generator`.
         progress: show a tqdm progress bar (updated between chunks).
         chunk_size: transitions per operator call; None grows chunks to about 30 ms each.
         chain_offset: global id of chain 0, so that a batch split across calls or devices
@@ -117,6 +119,8 @@ class Sampler:
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
         self._next = count("first_transition", first_transition, 0)
+        if seed is not None and generator is not None:
+            raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
         if seed is None:
             seed = _draw_seed(generator, self._q.device)
         self.seed = count("seed", seed, 0, 2**64 - 1)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import ops
+from fused_hmc import ops, philox_numpy
 from fused_hmc.reference import reference_tuned_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
 
@@ -59,7 +59,8 @@ def jitter_uniform(chains: int, dim: int, dtype, seed: int, transition: int) -> 
     chain = torch.arange(chains, dtype=torch.int64)
     counters = torch.stack([torch.full_like(chain, block), torch.zeros_like(chain), chain,
                             torch.zeros_like(chain)], dim=1).to(torch.int32)
-    word = ops.philox4x32(counters, as_int64(seed))[:, 1].to(torch.int64) & 0xFFFFFFFF
+    key = as_int64(philox_numpy.philox_key_from_seed(seed))
+    word = ops.philox4x32(counters, key)[:, 1].to(torch.int64) & 0xFFFFFFFF
     u = word.to(torch.float32) * torch.tensor(2.0**-32, dtype=torch.float32) + \
         torch.tensor(2.0**-33, dtype=torch.float32)
     return torch.where(u == 1.0, torch.zeros_like(u), u)

@@ -1,0 +1,141 @@
+"""Inputs the ops cannot honour are refused, naming the argument: tensors that require grad (the
+transitions are not differentiable, so outputs would require grad and carry none) and Welford
+buffers off the 16-byte alignment the CUDA kernels' vector loads assume (one check, every
+device)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fused_hmc
+from fused_hmc import ops
+
+B, D = 3, 4
+
+
+def _grad_inputs(device):
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(8, 3, generator=gen).to(device)
+    mu = torch.randn(3, generator=gen).to(device)
+    p = torch.randn(8, 3, generator=gen).to(device)
+    u = torch.rand(8, generator=gen).to(device)
+    return q, mu, p, u
+
+
+def test_q_requiring_grad_is_refused_on_every_entry_point(device):
+    q, mu, p, u = _grad_inputs(device)
+    q = q.requires_grad_()
+    calls = {
+        "hmc_step philox seed": lambda: fused_hmc.hmc_step(q, rng="philox", seed=0),
+        "hmc_step philox generator": lambda: fused_hmc.hmc_step(q, mu, rng="philox"),
+        "hmc_step torch": lambda: fused_hmc.hmc_step(q, mu, rng="torch"),
+        "hmc_step external noise": lambda: fused_hmc.hmc_step(q, mu, momentum=p, uniform=u),
+        "pybind binding": lambda: ops.hmc_step(q, mu, 0.1, 2, "philox", None, 0),
+        "dispatcher": lambda: torch.ops.fused_hmc.hmc_step.default(q, mu, 0.1, 2, "philox", None,
+                                                                   0, 0),
+        "traced op": lambda: ops.hmc_step_traced(q, mu, 0.1, 2, "philox", None, 0),
+        "HMC module": lambda: fused_hmc.HMC(3).to(device)(q),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"\bq requires grad.*pass q\.detach\(\)"):
+            call()
+            pytest.fail(f"{name} accepted q with requires_grad")
+
+
+def test_other_inputs_requiring_grad_are_refused(device):
+    q, mu, p, u = _grad_inputs(device)
+    for name, kwargs in (("mu", dict(mu=mu.requires_grad_())),
+                         ("momentum", dict(mu=mu.detach(), momentum=p.requires_grad_(),
+                                           uniform=u)),
+                         ("uniform", dict(mu=mu.detach(), momentum=p.detach(),
+                                          uniform=u.requires_grad_()))):
+        with pytest.raises(ValueError, match=rf"\b{name} requires grad.*{name}\.detach\(\)"):
+            fused_hmc.hmc_step(q, **kwargs)
+
+
+def test_grad_free_uses_of_a_grad_tensor_work(device):
+    """Under no_grad, or detached, the same q gives the usual result, not requiring grad."""
+    q, mu, _, _ = _grad_inputs(device)
+    want = fused_hmc.hmc_step(q, mu, rng="philox", seed=4)
+    q.requires_grad_()
+    with torch.no_grad():
+        got = fused_hmc.hmc_step(q, mu, rng="philox", seed=4)
+    detached = fused_hmc.hmc_step(q.detach(), mu, rng="philox", seed=4)
+    for out in (got, detached):
+        assert not out[0].requires_grad
+        assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+
+
+def test_sample_detaches_its_start(device):
+    """sample() takes q0 as a starting value (it copies it): a grad-requiring q0 runs, and the
+    result neither requires grad nor differs from the detached start's."""
+    q, _, _, _ = _grad_inputs(device)
+    res = fused_hmc.sample(q.clone().requires_grad_(), 3, seed=2, progress=False)
+    ref = fused_hmc.sample(q, 3, seed=2, progress=False)
+    assert not res.final_state.requires_grad and not res.samples.requires_grad
+    assert torch.equal(res.final_state, ref.final_state) and torch.equal(res.samples, ref.samples)
+
+
+# ---- alignment of the Welford buffers ----------------------------------------------------------
+
+def _misaligned(device, *shape):
+    """A float64 view 8 bytes past a 16-byte boundary (contiguous, right shape and dtype)."""
+    n = 1
+    for s in shape:
+        n *= s
+    t = torch.zeros(n + 1, dtype=torch.float64, device=device)[1:].view(*shape)
+    assert t.data_ptr() % 16 == 8 and t.is_contiguous()
+    return t
+
+
+def _run_chains_buffers(device):
+    f64 = dict(dtype=torch.float64, device=device)
+    return dict(mean=torch.zeros(B, D, **f64), m2=torch.zeros(B, D, **f64),
+                accept_count=torch.zeros(B, dtype=torch.int64, device=device),
+                accept_prob_sum=torch.zeros(B, **f64))
+
+
+def _run_chains(q, buffers):
+    ops.run_chains(q, torch.zeros(D, device=q.device), 0.1, 2, 0, 0, 0, 2, 1, q.new_empty(0),
+                   buffers["mean"], buffers["m2"], buffers["accept_count"],
+                   buffers["accept_prob_sum"], 0)
+
+
+def _run_chains_tuned(q, buffers):
+    f64 = dict(dtype=torch.float64, device=q.device)
+    ops.run_chains_tuned(q, 0, torch.zeros(D, device=q.device), q.new_empty(0),
+                         torch.full((1,), 0.1, **f64), torch.ones(1, D, device=q.device), 0.0, 2,
+                         0, 0, 0, 2, 1, q.new_empty(0), buffers["mean"], buffers["m2"],
+                         buffers["accept_count"], buffers["accept_prob_sum"], 0)
+
+
+def _warmup_chains(q, buffers):
+    f64 = dict(dtype=torch.float64, device=q.device)
+    ops.warmup_chains(q, 0, torch.zeros(D, device=q.device), q.new_empty(0),
+                      torch.full((1,), 0.1, **f64), torch.ones(1, D, device=q.device), 0.0, 2, 0,
+                      0, 0, 2, 0, 10, 3, 5, 2, 0.8, True, True, torch.zeros(1, 3, **f64),
+                      buffers["window_mean"], buffers["window_m2"])
+
+
+@pytest.mark.parametrize("op, name", [(_run_chains, "mean"), (_run_chains, "m2"),
+                                      (_run_chains_tuned, "mean"), (_run_chains_tuned, "m2"),
+                                      (_warmup_chains, "window_mean"),
+                                      (_warmup_chains, "window_m2")],
+                         ids=["run_chains-mean", "run_chains-m2", "tuned-mean", "tuned-m2",
+                              "warmup-window_mean", "warmup-window_m2"])
+def test_misaligned_welford_buffer_is_refused(device, op, name):
+    q = torch.randn(B, D, generator=torch.Generator().manual_seed(1)).to(device)
+    start = q.clone()
+    buffers = _run_chains_buffers(device)
+    buffers.update(window_mean=torch.zeros(B, D, dtype=torch.float64, device=device),
+                   window_m2=torch.zeros(B, D, dtype=torch.float64, device=device))
+    op(q, buffers)  # aligned buffers: runs
+    assert not torch.equal(q, start)
+    moved = q.clone()
+    buffers[name] = _misaligned(device, B, D)
+    with pytest.raises(ValueError, match=rf"\b{name} must be 16-byte aligned"):
+        op(q, buffers)
+    assert torch.equal(q, moved)  # refused before any work
+    # a view that keeps the alignment is fine
+    buffers[name] = torch.zeros(B * D + 2, dtype=torch.float64, device=device)[2:].view(B, D)
+    op(q, buffers)
