@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .transition import RNG_MODES, hmc_step
+from .transition import RNG_MODES, check_generator_traceable, hmc_step
 
 
 class HMC(nn.Module):
@@ -39,6 +39,7 @@ class HMC(nn.Module):
     def forward(self, q: torch.Tensor, momentum: torch.Tensor | None = None,
                 uniform: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q [B, dim] -> (q_new [B, dim], accepted [B] bool)."""
+        check_generator_traceable(self.generator)  # before any draw from it
         if q.dim() != 2 or q.shape[1] != self.dim:
             raise ValueError(f"q must have shape [batch, {self.dim}], got {list(q.shape)}")
         mu = self.mu

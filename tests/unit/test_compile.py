@@ -79,3 +79,35 @@ def test_generator_seeded_modes_compile(device):
     compiled = torch.compile(model, fullgraph=True)(q)
     torch.manual_seed(8)
     assert _same(compiled, ReferenceModel(q.shape[1]).to(device)(q))
+
+
+def test_generator_argument_under_fullgraph_says_what_to_do(device):
+    """Dynamo passes no torch.Generator to an op; instead of its "Failed to convert args/kwargs to
+    proxy", tracing a call with generator= raises naming the argument and the way out."""
+    q, mu, _, _ = _inputs(device)
+    gen = torch.Generator(device=device).manual_seed(2)
+    module = fused_hmc.HMC(q.shape[1], generator=gen).to(device)
+    promoting = fused_hmc.HMC(q.shape[1], generator=gen).to(device).double()  # draws before the op
+
+    def philox_step(q, mu):
+        return fused_hmc.hmc_step(q, mu, rng="philox", generator=gen)
+
+    for fn, args in ((module, (q,)), (promoting, (q,)), (philox_step, (q, mu))):
+        with pytest.raises(Exception, match="generator= cannot be traced by torch.compile"):
+            torch.compile(fn, fullgraph=True)(*args)
+        torch._dynamo.reset()
+
+
+def test_generator_argument_without_fullgraph_runs_eagerly(device):
+    """Without fullgraph the refused trace falls back to eager: the generator's numbers, as
+    eager."""
+    q, _, _, _ = _inputs(device)
+    gen = torch.Generator(device=device)
+    module = fused_hmc.HMC(q.shape[1], generator=gen).to(device)
+    gen.manual_seed(6)
+    eager = module(q)
+    eager_state = gen.get_state()
+    gen.manual_seed(6)
+    compiled = torch.compile(module)(q)
+    assert _same(compiled, eager)
+    assert torch.equal(gen.get_state(), eager_state)
