@@ -51,26 +51,40 @@ def _cuda_missing_reason() -> str | None:
     return None
 
 
+# The build's flags and sources, in one place: .ci/compile_cuda.py compiles the CUDA sources with
+# them too.
+# -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
+HOST_FLAGS = ("-O3", "-ffp-contract=off")
+PTXAS_VERBOSE_FLAG = "-Xptxas=-v"  # registers, stack frame and spills per kernel
+
+
+def cuda_compile_flags() -> list[str]:
+    """nvcc's flags for the kernels (FUSED_HMC_PTXAS_VERBOSE=1 adds the ptxas report)."""
+    flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"]
+    if os.environ.get("FUSED_HMC_PTXAS_VERBOSE") == "1":
+        flags.append(PTXAS_VERBOSE_FLAG)
+    return flags
+
+
+def cuda_sources(src: Path) -> list[str]:
+    """The CUDA ops' files: host files for g++ (.cpp, they include CUDA headers), kernels (.cu)."""
+    cuda_dir = src / "cuda"
+    return [str(p) for pattern in ("*.cpp", "*.cu") for p in sorted(cuda_dir.glob(pattern))]
+
+
 def _compile_and_load() -> None:
     from torch.utils import cpp_extension
 
     src = csrc_dir()
     missing = _cuda_missing_reason()
-    cuda_dir = src / "cuda"  # host (.cpp) and kernel (.cu) files of the CUDA ops
-    sources = sorted(str(p) for p in src.rglob("*.cpp") if cuda_dir not in p.parents)
+    sources = sorted(str(p) for p in src.rglob("*.cpp") if src / "cuda" not in p.parents)
     if missing is None:
-        sources += sorted(str(p) for p in cuda_dir.glob("*.cpp"))
-        sources += sorted(str(p) for p in cuda_dir.glob("*.cu"))
-    # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
-    host_flags = ["-O3", "-ffp-contract=off"]
-    cuda_flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off"]
-    if os.environ.get("FUSED_HMC_PTXAS_VERBOSE") == "1":
-        cuda_flags.append("-Xptxas=-v")  # registers, stack frame and spills per kernel
+        sources += cuda_sources(src)
     _state["bindings"] = cpp_extension.load(
         name="fused_hmc_cuda" if missing is None else "fused_hmc_cpu",
         sources=sources,
-        extra_cflags=host_flags,
-        extra_cuda_cflags=cuda_flags,
+        extra_cflags=list(HOST_FLAGS),
+        extra_cuda_cflags=cuda_compile_flags(),
         extra_include_paths=[str(src)],
         with_cuda=missing is None,
         is_python_module=True,
