@@ -6,6 +6,8 @@ from typing import NamedTuple, TextIO
 
 import torch
 
+from .. import diagnostics
+
 
 class SampleResult(NamedTuple):
     """The outcome of :func:`fused_hmc.sample` or :meth:`fused_hmc.Sampler.run`, since the sampler
@@ -97,16 +99,18 @@ class SampleResult(NamedTuple):
             )
 
     def summary(self, max_dims: int = 8, *, max_chains: int | None = None,
+                max_values: int | None = diagnostics.SUMMARY_VALUES,
                 file: TextIO | None = None) -> None:
         """Prints per-dimension mean, sd, bulk/tail ESS and R-hat for the first ``max_dims``
-        dimensions, and the minimum ESS / maximum R-hat over all dimensions.
+        dimensions, and the minimum ESS / maximum R-hat over them.
 
-        Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws);
-        ESS and R-hat need the draws and cost about a second per million values per dimension
-        (``max_chains`` limits the chains they use).
+        Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws).
+        ESS and R-hat need the draws and cost about 2 s per million values on one core
+        (:mod:`fused_hmc.diagnostics`), so they examine the first chains (at most ``max_chains``,
+        at least 2) that fit in ``max_values`` values (chains x draws x max_dims; the default is
+        about 2 s; None: every chain), and say how many. Ctrl-C while they run prints the rest and
+        raises KeyboardInterrupt.
         """
-        from .. import diagnostics
-
         out = file if file is not None else sys.stdout
         chains, dim = self.final_state.shape
         warm = f"{self.num_warmup} warm-up + " if self.num_warmup else ""
@@ -126,9 +130,11 @@ class SampleResult(NamedTuple):
             print(diagnostics.format_table(mean, sd, None, max_dims=max_dims), file=out)
             return
         try:
-            diag = diagnostics.diagnose(self.samples, max_chains=max_chains)
+            diag = diagnostics.diagnose(self.samples, max_chains=max_chains, max_dims=max_dims,
+                                        max_values=max_values)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
             print(diagnostics.format_table(mean, sd, None, max_dims=max_dims,
                                            missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)
             raise
-        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims), file=out)
+        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims, chains=chains),
+              file=out)

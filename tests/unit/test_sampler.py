@@ -394,7 +394,7 @@ def test_to_arviz_and_summary(device, capsys):
     res.summary(max_dims=3)
     out = capsys.readouterr().out
     assert "ess_bulk" in out and "r_hat" in out and "(7 more dimensions)" in out
-    assert "all 10 dims" in out and "max r_hat" in out
+    assert "first 3 of 10 dims (4 chains x 12 draws)" in out and "max r_hat" in out
     bare = _run(q0, 12, keep_samples=False)
     with pytest.raises(ValueError, match="keep_samples"):
         bare.to_arviz()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+import fused_hmc
 from fused_hmc import diagnostics
 from fused_hmc.cli import main
 
@@ -68,6 +69,52 @@ def test_diagnose_limits_chains_and_dims():
     assert (diag.chains, diag.draws) == (4, 40) and diag.r_hat.shape == (2,)
     np.testing.assert_allclose(diag.ess_bulk, diagnostics.ess_bulk(draws[:4, :, :2]))
     assert diag.max_r_hat == diag.r_hat.max() and diag.min_ess_tail == diag.ess_tail.min()
+
+
+def test_diagnose_equals_arviz_stats_on_the_values_it_examines():
+    """With a budget of values, diagnose takes the first chains (at least 2) and gives exactly
+    arviz-stats' own bulk/tail ESS and rank R-hat of them."""
+    import arviz_stats
+
+    draws = _iid(chains=10, draws=40, dim=6)
+    draws[:, :, 1] = np.round(draws[:, :, 1], 1)  # ties
+    diag = diagnostics.diagnose(torch.from_numpy(draws), max_dims=4, max_values=4 * 40 * 4)
+    assert (diag.chains, diag.draws, diag.r_hat.shape) == (4, 40, (4,))
+    seen = draws[:4, :, :4]
+    axes = dict(chain_axis=0, draw_axis=1)
+    np.testing.assert_array_equal(diag.ess_bulk, arviz_stats.ess(seen, method="bulk", **axes))
+    np.testing.assert_array_equal(diag.ess_tail, arviz_stats.ess(seen, method="tail", prob=0.05,
+                                                                 **axes))
+    np.testing.assert_array_equal(diag.r_hat, arviz_stats.rhat(seen, method="rank", **axes))
+    assert diagnostics.diagnose(draws, max_values=1).chains == 2  # R-hat needs two chains
+
+
+def test_summary_at_the_readme_size_examines_a_bounded_number_of_values(monkeypatch, capsys):
+    """2048 chains x 1000 draws x 64 dims (the README's run) took 145 s: arviz-stats costs about 2
+    s per million values. summary() now hands arviz-stats at most SUMMARY_VALUES values per
+    estimator (arviz's calls are replaced by recorders, so the test itself stays cheap)."""
+    import arviz_stats
+
+    chains, draws, dim = 2048, 1000, 64
+    base = torch.randn(1, draws, dim, generator=torch.Generator().manual_seed(0))
+    zeros = torch.zeros(chains, dim, dtype=torch.float64)
+    res = fused_hmc.SampleResult(
+        samples=base.expand(chains, draws, dim), mean=zeros, var=zeros + 1,
+        accept_count=torch.zeros(chains, dtype=torch.int64), accept_rate=zeros[:, 0] + 1,
+        mean_accept_prob=zeros[:, 0] + 1, num_transitions=draws, num_kept=draws,
+        final_state=zeros.float(), seed=0, next_transition=draws, interrupted=False, thin=1,
+        chain_offset=0)
+    examined = []
+
+    def recorder(values, **kwargs):
+        examined.append(values.size)
+        return np.ones(values.shape[2])
+
+    monkeypatch.setattr(arviz_stats, "ess", recorder)
+    monkeypatch.setattr(arviz_stats, "rhat", recorder)
+    res.summary()
+    assert len(examined) == 3 and max(examined) <= diagnostics.SUMMARY_VALUES, examined
+    assert "first 8 of 64 dims (125 of 2048 chains x 1000 draws)" in capsys.readouterr().out
 
 
 def test_pooled_moments_match_all_draws():
