@@ -148,6 +148,7 @@ class Sampler:
         self._num_transitions = 0
         self._num_kept = 0
         self._interrupted = False
+        self._spent = False  # a last run handed the draws over
 
     def _tuned_chains(self, target, mu, inverse_mass) -> TunedChains:
         chains, dim = self._q.shape
@@ -177,8 +178,12 @@ class Sampler:
         """Global index of the next transition to run."""
         return self._next
 
-    def run(self, num_transitions: int) -> SampleResult:
+    def run(self, num_transitions: int, *, last: bool = False) -> SampleResult:
         """Runs `num_transitions` more transitions of every chain and returns the result so far.
+
+        The result shares no memory with the sampler, so its draws are a copy of the sampler's;
+        ``last=True`` says this is the sampler's last run: the result then takes the draws without
+        a copy (half the peak memory, as ``sample`` does), and the sampler cannot be used again.
 
         The first run does the warm-up first (its draws are discarded). Ctrl-C (SIGINT, whatever
         Python handler is installed) is held while a chunk runs and its books are kept, then handed
@@ -189,25 +194,30 @@ class Sampler:
         SamplesTooLargeError (a MemoryError) before any transition when the draws would not fit in
         free memory.
         """
-        return self._run(num_transitions, hand_over=False)
-
-    def _run(self, num_transitions: int, hand_over: bool) -> SampleResult:
-        """run(); hand_over: this is the sampler's last use (``sample``), so the result may take
-        its draws without a copy."""
+        if not isinstance(last, bool):
+            raise TypeError(f"last must be True or False, got {last!r}")
+        self._check_not_spent()
         warmup = self._chains.warmup_left
         n = count("num_transitions", num_transitions, 1, INT64_MAX - self._next - warmup)
         kept_new = self._kept_in(self._next + warmup, n)
         # Checked (and allocated) before the warm-up, so that an absurd request costs nothing.
-        buffer = (self._allocate_draws(kept_new, copy_for_result=not hand_over)
+        buffer = (self._allocate_draws(kept_new, copy_for_result=not last)
                   if self.keep_samples else None)
         with SigintDeferral() as sigint, self._on_device():
             completed = ((not warmup or self._run_warmup(sigint))
                          and self._run_chunks(n, buffer, sigint))
             self._interrupted = not completed  # Ctrl-C in the last chunk stopped nothing
-            result = self._result(hand_over)
+            result = self._result(hand_over=last)
+            self._spent = last
             with contextlib.suppress(KeyboardInterrupt):  # the run is over: its result survives
                 sigint.deliver()
         return result
+
+    def _check_not_spent(self) -> None:
+        if self._spent:
+            raise RuntimeError("this sampler's last run (run(..., last=True)) handed its draws to "
+                               "that result; continue from it with a new Sampler (first_transition"
+                               "=result.next_transition, seed=result.seed)")
 
     def _run_warmup(self, sigint: SigintDeferral) -> bool:
         """Runs the rest of the warm-up; False when Ctrl-C stopped it first."""
@@ -275,6 +285,7 @@ class Sampler:
     def result(self) -> SampleResult:
         """The result of everything run so far. It shares no memory with the sampler: changing it
         changes neither later results nor the run, and later runs leave it unchanged."""
+        self._check_not_spent()
         return self._result(hand_over=False)
 
     def _result(self, hand_over: bool) -> SampleResult:
@@ -380,4 +391,4 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       target_accept=target_accept, adapt_step_size=adapt_step_size,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
                       inverse_mass=inverse_mass, adapt_windows=adapt_windows)
-    return sampler._run(num_samples, hand_over=True)  # the sampler ends here: no copy
+    return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy

@@ -14,8 +14,8 @@ class SampleResult(NamedTuple):
     was created (a resumed run reports all its transitions, as one long run would).
 
     Thinning counts the global transition index t of the philox stream: the state after transition
-    t is kept when (t + 1) % thin == 0. Per-chain tensors live on the chains' device, and later runs
-    of the sampler do not change them.
+    t is kept when (t + 1) % thin == 0. Per-chain tensors live on the chains' device and share no
+    memory with the sampler: later runs do not change them, nor changing them the sampler.
 
     Attributes:
         samples: [chains, num_kept, d] in q0's dtype, the kept states in order; ``None`` when the

@@ -312,17 +312,27 @@ def test_results_do_not_alias_the_sampler(device):
     assert_results_equal(sampler.result(), whole)
 
 
-def test_sample_hands_over_its_draws_without_a_copy(monkeypatch):
-    """sample() (one run, its sampler then gone) returns the very buffer the op wrote; a
-    Sampler's result is a copy, as the sampler keeps its draws to continue."""
+def test_a_last_run_hands_over_its_draws_without_a_copy(monkeypatch):
+    """sample() (one run, its sampler then gone) and run(..., last=True) return the very buffer
+    the op wrote, so peak memory is one copy of the draws; a Sampler's other results are copies,
+    as the sampler keeps its draws to continue."""
     q0 = _q0("cpu")
     pointers = _first_draws_buffer(monkeypatch)
     res = _run(q0, 9, chunk_size=3)
     assert res.samples.data_ptr() == pointers[0]
     pointers.clear()
-    sampler_res = fused_hmc.Sampler(q0, seed=1234, progress=False, chunk_size=3).run(9)
-    assert sampler_res.samples.data_ptr() != pointers[0]
-    assert_results_equal(sampler_res, res)
+    sampler = fused_hmc.Sampler(q0, seed=1234, progress=False, chunk_size=3)
+    copied = sampler.run(5)
+    assert copied.samples.data_ptr() != pointers[0]
+    last = sampler.run(4, last=True)
+    assert_results_equal(last, res)
+    pointers.clear()
+    last_only = fused_hmc.Sampler(q0, seed=1234, progress=False, chunk_size=3).run(9, last=True)
+    assert last_only.samples.data_ptr() == pointers[0]
+    with pytest.raises(RuntimeError, match="last run"):
+        sampler.run(1)
+    with pytest.raises(RuntimeError, match="last run"):
+        sampler.result()
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
