@@ -1,13 +1,17 @@
 """Builds the C++/CUDA extension on first use and loads its operators into ``torch.ops.fused_hmc``.
 
 ``import fused_hmc`` never compiles. The first operator call runs ``torch.utils.cpp_extension.load``
-(ninja; cached on disk by torch, so later processes only re-link when sources change). CUDA sources
+(ninja; cached on disk). The build's name hashes every source and header, the flags and torch's
+version, so an installed package and a checkout with the same sources share one build, and a
+build that will compile says so in one line on stderr (a cached load is silent). CUDA sources
 are compiled only where torch sees a GPU and a CUDA toolkit; elsewhere the ``.cpp`` files build
 alone. A failed build is remembered, and every later call fails fast with the same message.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -72,20 +76,62 @@ def cuda_sources(src: Path) -> list[str]:
     return [str(p) for pattern in ("*.cpp", "*.cu") for p in sorted(cuda_dir.glob(pattern))]
 
 
+_BUILD_INPUT_SUFFIXES = (".cpp", ".cu", ".h", ".cuh")
+# Environment that changes what the compilers produce without changing a flag we pass.
+_BUILD_ENVIRONMENT = ("CXX", "TORCH_CUDA_ARCH_LIST")
+
+
+def build_name(src: Path, with_cuda: bool, flags: list[str]) -> str:
+    """fused_hmc_cpu_<hash> or fused_hmc_cuda_<hash>: the hash covers every source and header under
+    `src` (path relative to it, and content), the flags, the compiler environment, and torch's and
+    Python's versions, but not where `src` lies."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in src.rglob("*") if p.suffix in _BUILD_INPUT_SUFFIXES):
+        digest.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(repr((with_cuda, list(flags), [os.environ.get(k) for k in _BUILD_ENVIRONMENT],
+                        torch.__version__, sys.version_info[:2])).encode())
+    return f"fused_hmc_{'cuda' if with_cuda else 'cpu'}_{digest.hexdigest()[:16]}"
+
+
+def build_directory(name: str) -> Path:
+    """Where the build named `name` lives: TORCH_EXTENSIONS_DIR (else torch's default root)/name."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return Path(root) / name
+
+
+def build_needed(directory: Path, name: str) -> bool:
+    """Whether loading `name` from `directory` will compile: its library is not there yet. (The
+    name hashes every input, so a library that is there was built from these very sources.)"""
+    from torch.utils import cpp_extension
+
+    return not (directory / f"{name}{getattr(cpp_extension, 'LIB_EXT', '.so')}").is_file()
+
+
 def _compile_and_load() -> None:
     from torch.utils import cpp_extension
 
     src = csrc_dir()
     missing = _cuda_missing_reason()
     sources = sorted(str(p) for p in src.rglob("*.cpp") if src / "cuda" not in p.parents)
+    host_flags, cuda_flags = list(HOST_FLAGS), cuda_compile_flags()
     if missing is None:
         sources += cuda_sources(src)
+    name = build_name(src, missing is None, host_flags + (cuda_flags if missing is None else []))
+    directory = build_directory(name)
+    if build_needed(directory, name):
+        print(f"building the fused_hmc extension (first use of these sources, about a minute"
+              f"{'; longer with the CUDA kernels' if missing is None else ''}) in {directory} ...",
+              file=sys.stderr, flush=True)
+    directory.mkdir(parents=True, exist_ok=True)
     _state["bindings"] = cpp_extension.load(
-        name="fused_hmc_cuda" if missing is None else "fused_hmc_cpu",
+        name=name,
         sources=sources,
-        extra_cflags=list(HOST_FLAGS),
-        extra_cuda_cflags=cuda_compile_flags(),
+        extra_cflags=host_flags,
+        extra_cuda_cflags=cuda_flags,
         extra_include_paths=[str(src)],
+        build_directory=str(directory),
         with_cuda=missing is None,
         is_python_module=True,
         verbose=os.environ.get("FUSED_HMC_VERBOSE_BUILD") == "1",

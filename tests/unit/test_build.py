@@ -5,11 +5,14 @@ These are about the host process, so they are CPU-only by nature.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import types
 
 import pytest
 import torch
@@ -146,3 +149,67 @@ def test_concurrent_first_loads_compile_once(monkeypatch, fresh_state):
     for t in threads:
         t.join()
     assert not errors and len(calls) == 1 and fresh_state["loaded"] is True
+
+
+# ---- the build's name and its announcement ---------------------------------------------------
+
+FLAGS = ["-O3", "-ffp-contract=off"]
+
+
+def test_build_name_hashes_the_sources_and_flags_not_their_location(tmp_path):
+    """A copy of csrc elsewhere (an installed package beside a checkout) gets the same name, so
+    switching between them loads one build; any changed source or header, flag or the choice of
+    CUDA gives another."""
+    copy = tmp_path / "csrc"
+    shutil.copytree(_build.csrc_dir(), copy)
+    name = _build.build_name(copy, False, FLAGS)
+    assert re.fullmatch(r"fused_hmc_cpu_[0-9a-f]{16}", name), name
+    assert _build.build_name(copy, False, FLAGS) == name == _build.build_name(
+        _build.csrc_dir(), False, FLAGS)
+    for changed in (copy / "ops_schema.cpp", copy / "math" / "philox.h"):
+        original = changed.read_bytes()
+        changed.write_bytes(original + b"\n// edited\n")
+        assert _build.build_name(copy, False, FLAGS) != name, changed
+        changed.write_bytes(original)
+        assert _build.build_name(copy, False, FLAGS) == name
+    assert _build.build_name(copy, False, FLAGS + ["-g"]) != name
+    assert _build.build_name(copy, True, FLAGS).startswith("fused_hmc_cuda_")
+
+
+def test_build_is_needed_exactly_when_its_library_is_missing(tmp_path):
+    name = "fused_hmc_cpu_0123456789abcdef"
+    assert _build.build_needed(tmp_path / name, name)  # no directory yet
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "build.ninja").write_text("")  # a build that never finished
+    assert _build.build_needed(tmp_path / name, name)
+    (tmp_path / name / f"{name}.so").write_bytes(b"")
+    assert not _build.build_needed(tmp_path / name, name)
+
+
+def test_a_build_says_so_on_stderr_and_a_cached_load_is_silent(monkeypatch, fresh_state, capfd,
+                                                               tmp_path):
+    """cpp_extension.load is replaced by one that 'builds' the library into the directory it is
+    given; the first load announces the build in one line, the next (library present) says
+    nothing, and both use the hashed name inside TORCH_EXTENSIONS_DIR."""
+    from torch.utils import cpp_extension
+
+    calls = []
+
+    def fake_load(*, name, build_directory, **kwargs):
+        calls.append((name, build_directory))
+        (tmp_path / "ext" / name / f"{name}.so").write_bytes(b"")
+        return types.SimpleNamespace(__name__=name)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    monkeypatch.setitem(_build._state, "cuda", _build._state["cuda"])
+    monkeypatch.setitem(_build._state, "cuda_missing_reason", _build._state["cuda_missing_reason"])
+    _build._compile_and_load()
+    first = capfd.readouterr().err.strip().splitlines()
+    _build._compile_and_load()
+    assert capfd.readouterr().err == ""
+    assert len(first) == 1 and first[0].startswith(
+        "building the fused_hmc extension (first use of these sources, about a minute"), first
+    name, directory = calls[0]
+    assert calls[1] == calls[0] and directory == str(tmp_path / "ext" / name)
+    assert name.startswith("fused_hmc_cpu_" if not _build._state["cuda"] else "fused_hmc_cuda_")
