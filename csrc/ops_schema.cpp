@@ -14,7 +14,8 @@ TORCH_LIBRARY(fused_hmc, m) {
       "hmc_step(Tensor q, Tensor mu, float step_size, int num_leapfrog_steps, str rng, "
       "Generator? generator=None, int? seed=None, int transition=0) -> (Tensor q_new, Tensor accepted)",
       {at::Tag::nondeterministic_seeded});
-  // hmc_step that also returns the momentum [B, d] and uniform [B] it drew, from the same kernel.
+  // hmc_step that also returns the momentum [B, d] (contiguous) and uniform [B] it drew: float32
+  // uniforms with rng="philox", torch.rand(B)'s dtype (the default dtype) with rng="torch".
   m.def(
       "hmc_step_traced(Tensor q, Tensor mu, float step_size, int num_leapfrog_steps, str rng, "
       "Generator? generator=None, int? seed=None, int transition=0) -> "

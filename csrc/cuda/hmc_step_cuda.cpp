@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "../math/stream_key.h"
+#include "../check_message.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 #include "device_info.h"
@@ -100,11 +101,12 @@ Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double st
                                     const std::optional<at::Generator>& generator, bool traced,
                                     TorchStreamPath path) {
   if (path == TorchStreamPath::kTorchDrawsSplit) {
-    TORCH_WARN_ONCE(
+    // one std::string argument: no ostream formatting (check_message.h says why)
+    TORCH_WARN_ONCE(message::join(
         "fused_hmc: rng=\"torch\" for q of shape ", q.sizes(), " (", q.scalar_type(),
         "): torch splits a draw beyond 32-bit indexing into several launches, each with its own "
         "generator reservation, which the in-kernel copy of its stream does not model; drawing "
-        "with torch itself instead (exact, three launches instead of one)");
+        "with torch itself instead (exact, three launches instead of one)"));
   }
   const ReferenceNoise noise = draw_reference_noise(q, generator);
   auto [q_new, accepted] =

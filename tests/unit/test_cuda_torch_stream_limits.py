@@ -52,7 +52,8 @@ LAYOUTS = {  # q [B, d] whose torch.randn_like(q) is not row-major
     "issue": lambda dt: torch.randn(64, 4096, device="cuda", dtype=dt)[:, ::2].t(),
     "transposed-row-sliced": lambda dt: torch.randn(2 * 33, 1000, device="cuda", dtype=dt)[::2].t(),
     "permuted-3d": lambda dt: torch.randn(7, 3, 517, device="cuda", dtype=dt).permute(2, 1, 0)[:, 1],
-    "expanded-columns": lambda dt: torch.randn(300, 1, device="cuda", dtype=dt).expand(300, 40),
+    "doubly-sliced-transposed": lambda dt: torch.randn(600, 90, device="cuda",
+                                                       dtype=dt)[::2, ::3].t(),
     # B * d above the 270336 threads of one H200 draw: several curand calls per thread
     "sliced-transposed-large": lambda dt: torch.randn(64, 2 * 8192, device="cuda",
                                                       dtype=dt)[:, ::2].t(),
