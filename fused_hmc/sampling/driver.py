@@ -203,15 +203,18 @@ class Sampler:
         # Checked (and allocated) before the warm-up, so that an absurd request costs nothing.
         buffer = (self._allocate_draws(kept_new, copy_for_result=not last)
                   if self.keep_samples else None)
-        with SigintDeferral() as sigint, self._on_device():
-            completed = ((not warmup or self._run_warmup(sigint))
-                         and self._run_chunks(n, buffer, sigint))
-            self._interrupted = not completed  # Ctrl-C in the last chunk stopped nothing
-            result = self._result(hand_over=last)
-            self._spent = last
-            with contextlib.suppress(KeyboardInterrupt):  # the run is over: its result survives
-                sigint.deliver()
-        return result
+        result = None
+        try:
+            with SigintDeferral() as sigint, self._on_device():
+                completed = ((not warmup or self._run_warmup(sigint))
+                             and self._run_chunks(n, buffer, sigint))
+                self._interrupted = not completed  # Ctrl-C in the last chunk stopped nothing
+                result = self._result(hand_over=last)
+                self._spent = last
+        except KeyboardInterrupt:  # a SIGINT held since the run stopped, delivered on leaving
+            if result is None:
+                raise
+        return result  # the run is over: its result survives a further Ctrl-C
 
     def _check_not_spent(self) -> None:
         if self._spent:

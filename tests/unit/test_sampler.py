@@ -293,16 +293,23 @@ def _first_draws_buffer(monkeypatch) -> list[int]:
     return pointers
 
 
-def test_results_do_not_alias_the_sampler(device):
-    """Mutating every tensor of a result changes neither a later result nor the run's future."""
+@pytest.mark.parametrize("tuned", [False, True])
+def test_results_do_not_alias_the_sampler(device, tuned):
+    """Mutating every tensor of a result changes neither a later result nor the run's future
+    (tuned: warm-up, a diagonal target and jitter, whose step sizes and inverse masses the
+    sampler adapts and keeps)."""
     q0 = _q0(device)
-    whole = _run(q0, 10, thin=2)
-    sampler = fused_hmc.Sampler(q0, seed=1234, thin=2, progress=False)
+    kw = dict(thin=2)
+    if tuned:
+        kw.update(num_warmup=30, jitter=0.1, target=fused_hmc.DiagonalGaussian(
+            torch.zeros(5), torch.linspace(0.5, 2.0, 5)))
+    whole = _run(q0, 10, **kw)
+    sampler = fused_hmc.Sampler(q0, seed=1234, progress=False, **kw)
     first = sampler.run(4)
     for value in first:
         if isinstance(value, torch.Tensor):
             value.zero_()
-    assert_results_equal(sampler.result(), _run(q0, 4, thin=2))
+    assert_results_equal(sampler.result(), _run(q0, 4, **kw))
     again = sampler.result()
     again.samples.add_(1.0)
     assert_results_equal(sampler.run(6), whole)
