@@ -24,7 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTENSION_NAME = "fused_hmc_cuda"  # the name _build.py gives the CUDA build
+# -DTORCH_EXTENSION_NAME: only python_bindings.cpp (not compiled here) reads it. A fixed name, not
+# _build.build_name's hash of every source, so one edit does not change every command line and
+# recompile every file.
+EXTENSION_NAME = "fused_hmc_cuda"
 
 
 def set_cuda_home() -> None:
