@@ -385,8 +385,9 @@ def _add_validate_parser(sub) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="where the suite runs (default: cuda when torch sees a GPU, else cpu)")
     p.add_argument("--quick", action="store_true",
-                   help="smaller samples, with thresholds derived for them (on 2 CPU cores about "
-                        "25 s instead of 30 s; the full suite takes 2 s on an H200)")
+                   help="smaller samples, with thresholds derived for them: about 45 s of CPU "
+                        "time instead of 100 s (about 25 s on 2 idle CPU cores); the full suite "
+                        "takes 2 s on an H200")
     p.add_argument("--seed", type=_integer(0, 2**63 - 1), default=None,
                    help="base seed of the suite's streams (default: the suite's fixed seed)")
     p.add_argument("--details", action="store_true", help="a detail line under every check")

@@ -66,10 +66,11 @@ class SuiteConfig:
 
 
 # Full: 33.5M momenta, 2.1M uniforms and acceptance trials, 1024-transition chain run: about 3 s
-# of suite time on an H200 (9 s with start-up), 30 s on two CPU cores.
+# of suite time on an H200 (9 s with start-up); on CPU about 100 s of CPU time (`fused-hmc
+# validate` on two cores: user + sys 104 s).
 FULL = SuiteConfig()
-# Quick: 8.4M momenta, 1.0M uniforms and acceptance trials, 512-transition chain run: about 13 s
-# on two CPU cores (a 2048 x 64 CPU transition costs ~6 ms).
+# Quick: 8.4M momenta, 1.0M uniforms and acceptance trials, 512-transition chain run: about 45 s
+# of CPU time (user + sys 45 s on two cores; about 25 s of wall time when they are idle).
 QUICK = replace(FULL, noise_transitions=512, momentum_transitions=64, seed_pair_transitions=8,
                 generator_calls=16, stationarity_transitions=512, convergence_transitions=100)
 
