@@ -173,7 +173,7 @@ def test_seed_from_generator(device):
 
 def test_acceptance_rate_at_stationarity(device):
     """d=64, L=10, eps=0.1 from q0 ~ N(0, I): the acceptance rate is exactly 0.9933021193
-    (shared/notes/hmc_gaussian_stats.md) at every transition.
+    (validation.gaussian_exact.gaussian_hmc_exact(64, 0.1, 10)) at every transition.
 
     8192 independent chains x 32 transitions: rejections R have mean N p = 1755.8 (p = 6.698e-3,
     N = 262144) and, were all indicators independent, SD sqrt(N p (1 - p)) = 41.8. Within a chain
