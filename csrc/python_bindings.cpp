@@ -42,11 +42,22 @@ const auto& step_op() {
 }
 
 // Raises the operator's errors as the Python exceptions torch would (ValueError, TypeError,
-// RuntimeError) through pybind11's own exception types, independent of torch's translators.
+// RuntimeError) through pybind11's own exception types, independent of torch's translators, and
+// its warnings (TORCH_WARN) as Python warnings, as torch.ops would; a warning that the filters turn
+// into an error is raised as that error.
 template <typename Call>
 auto translating_errors(Call&& call) {
   try {
-    return call();
+    torch::PyWarningHandler warnings;  // issues the buffered warnings when it goes out of scope
+    try {
+      return call();
+    } catch (...) {
+      warnings.set_in_exception();
+      throw;
+    }
+  } catch (python_error& e) {
+    e.restore();
+    throw pybind11::error_already_set();
   } catch (const c10::ValueError& e) {
     throw pybind11::value_error(e.what_without_backtrace());
   } catch (const c10::TypeError& e) {
