@@ -85,7 +85,9 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
         return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
     if rng not in RNG_MODES:
         raise ValueError(f'rng must be "philox" or "torch", got {rng!r}')
-    if rng == "torch" and q.is_cuda and not _torch_stream_in_kernel(q):
+    # seed= / transition= go to the op, whose one stream check refuses them with rng="torch"
+    if rng == "torch" and seed is None and transition == 0 and q.is_cuda \
+            and not _torch_stream_in_kernel(q):
         momentum = torch.empty_like(q).normal_(generator=generator)
         uniform = torch.rand(q.shape[0], device=q.device, generator=generator)
         return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)

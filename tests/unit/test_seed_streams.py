@@ -195,3 +195,20 @@ def test_seed_with_generator_is_refused(device):
     fused_hmc.hmc_step(q, rng="philox", seed=1)
     fused_hmc.hmc_step(q, rng="philox", generator=gen)
     fused_hmc.Sampler(q, generator=gen, progress=False)
+
+
+@pytest.mark.cuda
+def test_stream_arguments_are_checked_on_the_torch_fallback_path(monkeypatch):
+    """hmc_step's own torch-draws path (taken when the run-time probe finds the in-kernel torch
+    stream inexact) must not skip the op's stream checks."""
+    from fused_hmc import transition
+
+    monkeypatch.setattr(transition, "_torch_stream_in_kernel", lambda q: False)
+    q = torch.zeros(4, 3, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for generator in (None, gen):
+        with pytest.raises(ValueError, match='seed= keys the native stream and needs rng="philox"'):
+            fused_hmc.hmc_step(q, rng="torch", seed=1, generator=generator)
+    with pytest.raises(ValueError, match="pass seed= too"):
+        fused_hmc.hmc_step(q, rng="torch", transition=2)
+    fused_hmc.hmc_step(q, rng="torch", generator=gen)  # the fallback itself still runs
