@@ -164,7 +164,7 @@ def _diagnostic_window(chains: int, kept: int, dim: int) -> tuple[int, int, int]
     return min(chains, max(2, most)), draws, dims
 
 
-def _diagnostic_draws(args, q0, settings, res, window) -> torch.Tensor:
+def _diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     """The first window[0] chains' first window[1] draws: from the result, or (without kept draws)
     by running those chains again with draws kept; chain b of either run is the same philox chain,
     so without pooled adaptation they are the very draws of the main run."""
@@ -209,10 +209,8 @@ def _warn(message: str) -> None:
     print(f"fused-hmc sample: warning: {message}", file=sys.stderr)
 
 
-def _report(args, device, target, q0, settings, res, elapsed: float) -> None:
-    from . import diagnostics
-
-    adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
+def _report_run(args, device, target, res, adapting: bool) -> None:
+    """The configuration, the transitions, the adapted parameters and the acceptance."""
     eps = f"eps0={args.step_size:g}" if adapting and args.adapt_step_size else \
         f"eps={args.step_size:g}"
     print(f"fused-hmc sample on {device}: {args.chains} chains x {args.dim} dims, "
@@ -235,6 +233,12 @@ def _report(args, device, target, q0, settings, res, elapsed: float) -> None:
     if rate < _LOW_ACCEPTANCE:
         _warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
               "use a smaller --step-size, or --warmup to adapt it")
+
+
+def _report_moments(target, res) -> None:
+    """Moments against the target's exact ones (from the Welford statistics, no draws needed)."""
+    from . import diagnostics
+
     if res.num_kept == 0 and not res.interrupted:
         _warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling transitions: "
               "no moments or diagnostics; use --thin <= --samples")
@@ -253,11 +257,17 @@ def _report(args, device, target, q0, settings, res, elapsed: float) -> None:
               f"{ratio.min():.4f} .. {ratio.max():.4f}")
         if not (math.isfinite(error.max()) and math.isfinite(ratio.max())):
             _warn("non-finite moments: the chains diverged")
+
+
+def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
+    """ESS and R-hat of the first chains, draws and dimensions (_diagnostic_window)."""
+    from . import diagnostics
+
     if res.num_kept >= 4 and res.samples is None and res.interrupted:
         print("ESS / R-hat       skipped (interrupted, and no draws kept)")
     elif res.num_kept >= 4:
         window = _diagnostic_window(args.chains, res.num_kept, args.dim)
-        diag = diagnostics.diagnose(_diagnostic_draws(args, q0, settings, res, window),
+        diag = diagnostics.diagnose(_diagnostic_draws(q0, settings, res, window),
                                     max_dims=window[2])
         how = "" if res.samples is not None else (
             "; those chains run again with draws kept"
@@ -268,6 +278,9 @@ def _report(args, device, target, q0, settings, res, elapsed: float) -> None:
         if not diag.max_r_hat <= _HIGH_R_HAT:
             _warn(f"R-hat max {_figure(diag.max_r_hat)} > {_HIGH_R_HAT}: the chains have not mixed "
                   "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+
+
+def _report_time(args, res, elapsed: float) -> None:
     total = res.num_warmup + res.num_transitions
     per_s = total / elapsed if elapsed > 0 else float("inf")
     print(f"time              {elapsed:.3f} s ({per_s:,.0f} transitions/s, "
@@ -289,7 +302,11 @@ def _sample(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     res = sampler.run(args.samples)  # returns once the device has finished
     elapsed = time.perf_counter() - start
-    _report(args, device, target, q0, settings, res, elapsed)
+    adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
+    _report_run(args, device, target, res, adapting)
+    _report_moments(target, res)
+    _report_diagnostics(args, q0, settings, res, adapting)
+    _report_time(args, res, elapsed)
     return 130 if res.interrupted else 0
 
 
