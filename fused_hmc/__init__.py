@@ -11,8 +11,8 @@ __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError
 __version__ = "0.1.0"
 
 from . import targets  # noqa: E402
-from .sampling import SampleResult, Sampler, SamplesTooLargeError, sample  # noqa: E402
+from .sampling import SampleResult, Sampler, SamplesTooLargeError, load, sample  # noqa: E402
 from .targets import DenseGaussian, DiagonalGaussian, StandardGaussian  # noqa: E402
 
-__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "targets",
+__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "load", "targets",
             "StandardGaussian", "DiagonalGaussian", "DenseGaussian"]

@@ -123,7 +123,7 @@ def diagnose(samples, *, max_chains: int | None = None, max_dims: int | None = N
     dims = dims if max_dims is None else min(dims, max_dims)
     if max_values is not None:
         chains = min(chains, max(2, max_values // max(1, draws * dims)))
-    if hasattr(samples, "detach") and samples.dim() == 3:  # slice on the device, then copy
+    if len(shape) == 3:  # slice where the draws are (device, or a store on disk), then copy
         samples = samples[:chains, :, :dims]
     draws = as_draws(samples)[:chains, :, :dims]
     return Diagnostics(ess_bulk(draws), ess_tail(draws), rhat(draws), chains=draws.shape[0],

@@ -15,7 +15,7 @@ parameters are kept in float64 on the CPU; the sampler converts them to the chai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import torch
@@ -70,6 +70,23 @@ class _Gaussian:
 
     kind: ClassVar[int]
     mu: torch.Tensor
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """The parameters by name ([d] or [d, d] float64 on the CPU), as the constructor takes
+        them: ``type(t)(**t.parameters())`` is ``t`` again (how a saved target is restored)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __eq__(self, other) -> bool:
+        """Targets of one kind with the same parameters, bit for bit, are equal (so a target saved
+        with a result and loaded again equals the one sampled)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(torch.equal(a, b) for a, b in zip(self.parameters().values(),
+                                                     other.parameters().values()))
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__,) + tuple(t.numpy().tobytes()
+                                                   for t in self.parameters().values()))
 
     @property
     def dim(self) -> int:

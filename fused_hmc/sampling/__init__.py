@@ -1,6 +1,7 @@
-"""Long chains: the ``Sampler`` driver, ``sample``, and ``SampleResult``."""
+"""Long chains: the ``Sampler`` driver, ``sample``, ``SampleResult`` and ``load``."""
 from .driver import Sampler, sample
 from .resources import SamplesTooLargeError
 from .result import SampleResult
+from .saving import load
 
-__all__ = ["Sampler", "SampleResult", "SamplesTooLargeError", "sample"]
+__all__ = ["Sampler", "SampleResult", "SamplesTooLargeError", "load", "sample"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 
 import torch
 
@@ -21,6 +23,25 @@ def count(name: str, value, minimum: int, maximum: int = INT64_MAX) -> int:
         upper = "" if maximum == INT64_MAX else f" and <= {maximum}"
         raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
     return int(value)
+
+
+def check_path(name: str, value) -> Path | None:
+    """None, or an absolute path whose directory exists (checked now, not at the first write)."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}")
+    path = Path(value).absolute()
+    if not path.parent.is_dir():
+        raise ValueError(f"{name}: the directory {path.parent} does not exist")
+    return path
+
+
+def check_seconds(name: str, value) -> float:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value) or value < 0):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def check_q0(q0) -> torch.Tensor:

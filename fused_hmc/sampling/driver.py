@@ -19,9 +19,11 @@ import torch
 
 from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
-from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_q0,
-                        check_step_size, check_step_size_fits, check_target, count,
-                        tuned_features)
+from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_path,
+                        check_q0, check_seconds, check_step_size, check_step_size_fits,
+                        check_target, count, tuned_features)
+from .checkpoint import Checkpointer, read_checkpoint
+from . import resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
 from .tuned import PlainChains, TunedChains
@@ -89,6 +91,17 @@ class Sampler:
         adapt_windows: (init_buffer, base_window, term_buffer) of the warm-up, Stan's
             (75, 25, 50): initial fast interval, first slow window (then doubling), terminal fast
             interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup.
+        out: a path (a new zarr store, a directory) to stream the kept draws to as they come,
+            instead of keeping them in memory (see :mod:`fused_hmc.sampling.streaming`): only a few
+            chunk buffers stay resident, so a run may keep more draws than memory holds. Results
+            then have ``samples=None`` and ``samples_path=out``; at the end of each run the store
+            also gets every other field, so that ``fused_hmc.load(out)`` reads the result.
+        checkpoint: a path (one file) to which the sampler's whole state is written between
+            chunks, every `checkpoint_every` seconds, when a run ends and when Ctrl-C stops it
+            (atomically: a temporary file renamed over it); ``Sampler.from_checkpoint(path)``
+            continues from it in any process with results bit-identical to an uninterrupted run.
+            Draws kept in memory are part of every checkpoint (use `out` for long runs).
+        checkpoint_every: seconds between checkpoints (0: after every chunk).
 
     Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run the
     tuned kernels (run_chains_tuned, warmup_chains; the same operations on CPU and CUDA). Without them
@@ -103,9 +116,18 @@ class Sampler:
                  target_accept: float = 0.8, adapt_step_size: bool = True,
                  adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
                  inverse_mass: torch.Tensor | None = None,
-                 adapt_windows: tuple[int, int, int] = (75, 25, 50)):
+                 adapt_windows: tuple[int, int, int] = (75, 25, 50), out=None, checkpoint=None,
+                 checkpoint_every: float = 60.0):
         self._q = check_q0(q0)
         target = check_target(target, mu, self._q)
+        self._out = check_path("out", out)
+        if self._out is not None and not keep_samples:
+            raise ValueError("out= streams the kept draws to disk, but keep_samples=False keeps "
+                             "none: pass one or the other")
+        checkpoint, checkpoint_every = (check_path("checkpoint", checkpoint),
+                                        check_seconds("checkpoint_every", checkpoint_every))
+        self._checkpointer = (Checkpointer(checkpoint, checkpoint_every)
+                              if checkpoint is not None else None)
         self.step_size = check_step_size(step_size, self._q)
         self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1, 2**31 - 1)
         self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
@@ -135,6 +157,20 @@ class Sampler:
             mean = check_mu(target.mu if target is not None else mu, self._q)
             self._chains = PlainChains(mean, self.step_size, self.num_leapfrog_steps, self._key,
                                        self.chain_offset)
+        # The target as given (float64: mu is rounded to the chains' dtype where it is used).
+        self.target = target if target is not None else StandardGaussian(
+            torch.zeros(self._q.shape[1]) if mu is None else torch.as_tensor(mu))
+        # What a checkpoint records to build this sampler again (then its state is restored).
+        self._arguments = dict(
+            step_size=self.step_size, num_leapfrog_steps=self.num_leapfrog_steps,
+            target=self.target, thin=self.thin, keep_samples=self.keep_samples, seed=self.seed,
+            progress=self.progress, chunk_size=self.chunk_size, chain_offset=self.chain_offset,
+            first_transition=self._next, num_warmup=self.warmup.num_warmup,
+            target_accept=self.warmup.target_accept,
+            adapt_step_size=self.warmup.adapt_step_size,
+            adapt_mass_matrix=self.warmup.adapt_mass_matrix, pooled=self.warmup.pooled,
+            jitter=self.jitter, inverse_mass=inverse_mass, adapt_windows=self.warmup.windows,
+            out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every)
         self._warmup_done = 0
 
         chains, dim = self._q.shape
@@ -149,6 +185,10 @@ class Sampler:
         self._num_kept = 0
         self._interrupted = False
         self._spent = False  # a last run handed the draws over
+        self._remaining: int | None = None  # sampling transitions left of the run begun last
+        self._draw_store = None  # the out= store, once opened
+        self._stream_resumes = False  # the out= store exists: cut back to _num_kept on opening
+        self._stream = None  # the DrawStream of the run in progress
 
     def _tuned_chains(self, target, mu, inverse_mass) -> TunedChains:
         chains, dim = self._q.shape
@@ -178,8 +218,29 @@ class Sampler:
         """Global index of the next transition to run."""
         return self._next
 
-    def run(self, num_transitions: int, *, last: bool = False) -> SampleResult:
+    @classmethod
+    def from_checkpoint(cls, path, *, device=None, progress: bool | None = None) -> Sampler:
+        """The sampler whose checkpoint is at `path` (``checkpoint=path``), in any process: its
+        ``run()`` continues the run that was checkpointed (a run stopped by Ctrl-C, killed or
+        still going when the checkpoint was written) with results bit-identical to that run left
+        alone; ``run(n)`` runs n more. It keeps checkpointing to `path` (and streaming to its
+        ``out=`` store, cut back to the draws the checkpoint counted). device: where to continue
+        (default: the device it ran on; another device gives the same chains up to rounding);
+        progress: show a progress bar (default: as the checkpointed sampler did).
+        """
+        arguments, tensors, integers, draws = read_checkpoint(path, device)
+        if progress is not None:
+            arguments["progress"] = progress
+        sampler = cls(tensors.pop("q"), checkpoint=path, **arguments)
+        sampler._restore(tensors, integers, draws)
+        return sampler
+
+    def run(self, num_transitions: int | None = None, *, last: bool = False) -> SampleResult:
         """Runs `num_transitions` more transitions of every chain and returns the result so far.
+
+        ``run()`` (no count) runs what is left of the run begun last: one stopped by Ctrl-C, or
+        the checkpointed one of a sampler made by :meth:`from_checkpoint` (nothing, when it had
+        finished: the result is returned as it is).
 
         The result shares no memory with the sampler, so its draws are a copy of the sampler's;
         ``last=True`` says this is the sampler's last run: the result then takes the draws without
@@ -188,33 +249,150 @@ class Sampler:
         The first run does the warm-up first (its draws are discarded). Ctrl-C (SIGINT, whatever
         Python handler is installed) is held while a chunk runs and its books are kept, then handed
         to that handler; when it raises KeyboardInterrupt (Python's default does) the run stops and
-        returns what was sampled, with ``interrupted=True``, and a later ``run`` carries on from
-        there (within the warm-up too) exactly as if never interrupted. Once the run has stopped, a
-        further Ctrl-C while the result is assembled does not lose it. Raises
-        SamplesTooLargeError (a MemoryError) before any transition when the draws would not fit in
-        free memory.
+        returns what was sampled, with ``interrupted=True`` (writing a last checkpoint when the
+        sampler has one), and a later ``run`` carries on from there (within the warm-up too)
+        exactly as if never interrupted. Once the run has stopped, a further Ctrl-C while the
+        result is assembled does not lose it. Raises SamplesTooLargeError (a MemoryError) before
+        any transition when the draws kept in memory (or, with ``out=``, the stream's buffers)
+        would not fit in free memory.
         """
         if not isinstance(last, bool):
             raise TypeError(f"last must be True or False, got {last!r}")
         self._check_not_spent()
         warmup = self._chains.warmup_left
-        n = count("num_transitions", num_transitions, 1, INT64_MAX - self._next - warmup)
+        n = self._transitions_to_run(num_transitions, warmup)
         kept_new = self._kept_in(self._next + warmup, n)
         # Checked (and allocated) before the warm-up, so that an absurd request costs nothing.
         buffer = (self._allocate_draws(kept_new, copy_for_result=not last)
-                  if self.keep_samples else None)
+                  if self.keep_samples and self._out is None else None)
+        capacity = self._open_stream(kept_new) if self._out is not None else 0
         result = None
         try:
             with SigintDeferral() as sigint, self._on_device():
+                self._remaining = n
+                if self._checkpointer is not None:
+                    self._checkpointer.start()
                 completed = ((not warmup or self._run_warmup(sigint))
-                             and self._run_chunks(n, buffer, sigint))
+                             and (n == 0 or self._run_chunks(n, buffer, capacity, sigint)))
                 self._interrupted = not completed  # Ctrl-C in the last chunk stopped nothing
+                self._close_stream()  # every kept draw is in the out= store
                 result = self._result(hand_over=last)
+                self._publish(result)
                 self._spent = last
         except KeyboardInterrupt:  # a SIGINT held since the run stopped, delivered on leaving
             if result is None:
                 raise
+        finally:
+            self._abandon_stream()  # only when an error left it open
         return result  # the run is over: its result survives a further Ctrl-C
+
+    def _transitions_to_run(self, num_transitions: int | None, warmup: int) -> int:
+        if num_transitions is not None:
+            return count("num_transitions", num_transitions, 1, INT64_MAX - self._next - warmup)
+        if self._remaining is None:
+            raise ValueError("num_transitions is needed: this sampler has no run to continue "
+                             "(run() without it continues an interrupted or checkpointed run)")
+        return self._remaining
+
+    def _restore(self, tensors: dict, integers: dict, draws: torch.Tensor | None) -> None:
+        """The state of a checkpoint (see _checkpoint_state), into a sampler just built with the
+        checkpoint's arguments."""
+        for name in ("mean", "m2", "accept_count", "accept_prob_sum"):
+            getattr(self, f"_{name}").copy_(tensors[name])
+        self._chains.load_state({name[len("chains_"):]: t for name, t in tensors.items()
+                                 if name.startswith("chains_")}, integers)
+        self._next = integers["next_transition"]
+        self._warmup_done = integers["warmup_done"]
+        self._num_transitions = integers["num_transitions"]
+        self._num_kept = integers["num_kept"]
+        self._interrupted = integers["interrupted"]
+        self._remaining = integers["remaining"]
+        self._sample_parts = [draws] if draws is not None and draws.shape[1] else []
+        self._stream_resumes = self._out is not None
+
+    def _checkpoint_state(self) -> dict:
+        """Everything a checkpoint holds (checkpoint.py writes it): the constructor's arguments,
+        the books (tensors with their dimension names, integers), the chains' state, and the
+        draws kept in memory (a list of [chains, k, dim] parts, or None)."""
+        chain_tensors, chain_integers = self._chains.state()
+        tensors = {"q": (self._q, ("chain", "dim")), "mean": (self._mean, ("chain", "dim")),
+                   "m2": (self._m2, ("chain", "dim")),
+                   "accept_count": (self._accept_count, ("chain",)),
+                   "accept_prob_sum": (self._accept_prob_sum, ("chain",))}
+        tensors.update({f"chains_{name}": value for name, value in chain_tensors.items()})
+        integers = dict(chain_integers, next_transition=self._next,
+                        warmup_done=self._warmup_done, num_transitions=self._num_transitions,
+                        num_kept=self._num_kept, interrupted=self._interrupted,
+                        remaining=self._remaining)
+        draws = list(self._sample_parts) if self.keep_samples and self._out is None else None
+        return {"arguments": self._arguments, "tensors": tensors, "integers": integers,
+                "draws": draws}
+
+    def _write_checkpoint(self) -> None:
+        if self._stream is not None:
+            self._stream.flush()  # the out= store holds every draw the checkpoint counts
+        self._checkpointer.write(self._checkpoint_state())
+
+    def _publish(self, result: SampleResult) -> None:
+        """At the end of a run: the out= store gets the result's other fields, then the last
+        checkpoint is written (so a finished checkpoint means a complete store)."""
+        if self._out is not None:
+            from .saving import complete_stream_store
+
+            complete_stream_store(self._out, result)
+        if self._checkpointer is not None:
+            self._write_checkpoint()
+
+    # ---- the out= stream ------------------------------------------------------------------------
+
+    def _open_stream(self, kept_new: int) -> int:
+        """Opens the out= store (made on the first run, cut back to the checkpoint's draws on a
+        resumed one) and, when the run keeps draws, a DrawStream whose buffers fit in memory;
+        returns the draws per buffer (0: none kept)."""
+        from . import storage
+        from .streaming import SLOTS, DrawStream, slot_capacity
+
+        chains, dim = self._q.shape
+        if self._draw_store is None:
+            if self._stream_resumes:
+                self._draw_store = storage.DrawStore.open(self._out)
+                self._draw_store.truncate(self._num_kept)
+            else:
+                if self._out.exists():
+                    raise FileExistsError(f"out={self._out} exists; stream to a new path")
+                root = storage.open_root(storage.directory_store(self._out, "w"), "w",
+                                         {"fused_hmc_format": 1})
+                self._draw_store = storage.DrawStore.create(
+                    root, chains, dim, self._q.dtype, self.chain_offset,
+                    {"sampler": "fused_hmc", "seed": str(self.seed), "thin": self.thin})
+                storage.consolidate(self._out)
+        if kept_new == 0:
+            return 0
+        draw_bytes = self._draw_bytes(1)
+        capacity = slot_capacity(draw_bytes, kept_new,
+                                 resources.available_memory(self._q.device))
+        what = (f"streaming {kept_new} draws of {chains} chains x {dim} dims through {SLOTS} "
+                f"buffers of {capacity} draws")
+        advice = "run fewer chains at a time"
+        check_memory(SLOTS * capacity * draw_bytes, self._q.device, what, advice)
+        if self._q.is_cuda:  # and as many pinned host buffers
+            check_memory(SLOTS * capacity * draw_bytes, torch.device("cpu"), what, advice)
+        self._stream = DrawStream(self._draw_store, chains, dim, self._q.dtype, self._q.device,
+                                  capacity)
+        return capacity
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.close()
+
+    def _abandon_stream(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - the run's own error is the one to report
+                pass
 
     def _check_not_spent(self) -> None:
         if self._spent:
@@ -234,21 +412,36 @@ class Sampler:
         with self._progress_bar(left, "warm-up") as bar:
             return self._chunk_loop(left, launch, bar, sigint)
 
-    def _run_chunks(self, n: int, buffer: torch.Tensor | None, sigint: SigintDeferral) -> bool:
-        """Runs n sampling transitions, keeping draws in `buffer`; False when Ctrl-C stopped it."""
+    def _run_chunks(self, n: int, buffer: torch.Tensor | None, capacity: int,
+                    sigint: SigintDeferral) -> bool:
+        """Runs n sampling transitions, keeping draws in `buffer` (or, with out=, streaming them
+        through buffers of `capacity` draws); False when Ctrl-C stopped it."""
         drawn = 0  # draws of this run, stored in buffer[:, :drawn]
+        stream, streamed = self._stream, None  # streamed: the stream's buffer for the next chunk
+
+        def wait_for_a_buffer(size: int) -> None:  # (not timed: the disk's pace, not the op's)
+            nonlocal streamed
+            kept = self._kept_in(self._next, size)
+            streamed = stream.buffer(kept) if kept else None
 
         def launch(size: int) -> None:
             nonlocal drawn
             kept = self._kept_in(self._next, size)
-            draws = (buffer[:, drawn:drawn + kept] if buffer is not None and kept
-                     else self._no_samples)
+            if stream is not None and kept:
+                draws = streamed
+            elif buffer is not None and kept:
+                draws = buffer[:, drawn:drawn + kept]
+            else:
+                draws = self._no_samples
             self._chains.run(self._q, self._next, size, self.thin, draws, self._mean, self._m2,
                              self._accept_count, self._accept_prob_sum, self._num_kept)
+            if stream is not None and kept:
+                stream.submit(self._num_kept, kept)
             # The books of the call (SIGINT is held meanwhile), consistent after every chunk.
             self._next += size
             self._num_transitions += size
             self._num_kept += kept
+            self._remaining -= size
             if buffer is not None and kept:
                 if drawn == 0:
                     self._sample_parts.append(buffer[:, :kept])
@@ -256,13 +449,21 @@ class Sampler:
                     self._sample_parts[-1] = buffer[:, :drawn + kept]
                 drawn += kept
 
-        with self._progress_bar(n) as bar:
-            return self._chunk_loop(n, launch, bar, sigint)
+        def fits_a_buffer(size: int) -> int:  # a chunk keeps at most `capacity` draws
+            first = self._next
+            return min(size, (first // self.thin + capacity + 1) * self.thin - 1 - first)
 
-    def _chunk_loop(self, total: int, launch, bar, sigint: SigintDeferral) -> bool:
-        """Calls launch(size) for chunks covering `total` transitions; False when Ctrl-C (a
-        KeyboardInterrupt) stopped it first. A SIGINT held during a chunk is delivered before the
-        next one, after the chunk's books are kept."""
+        with self._progress_bar(n) as bar:
+            if stream is None:
+                return self._chunk_loop(n, launch, bar, sigint)
+            return self._chunk_loop(n, launch, bar, sigint, fits_a_buffer, wait_for_a_buffer)
+
+    def _chunk_loop(self, total: int, launch, bar, sigint: SigintDeferral, limit=None,
+                    prepare=None) -> bool:
+        """Calls launch(size) for chunks covering `total` transitions (each at most limit(size)
+        and after prepare(size), untimed, when given); False when Ctrl-C (a KeyboardInterrupt)
+        stopped it first. A SIGINT held during a chunk is delivered before the next one, after the
+        chunk's books are kept; a checkpoint due is written there too."""
         planner = ChunkPlanner(self.chunk_size, first=1 if self._q.device.type == "cpu" else 8)
 
         def on_done(transitions: int, seconds: float) -> None:
@@ -275,10 +476,16 @@ class Sampler:
             while done < total:
                 sigint.deliver()
                 size = planner.next_size(total - done)
+                if limit is not None:
+                    size = limit(size)
+                if prepare is not None:
+                    prepare(size)
                 clock.before_launch()
                 launch(size)
                 done += size
                 clock.after_launch(size)
+                if self._checkpointer is not None and self._checkpointer.due():
+                    self._write_checkpoint()
         except KeyboardInterrupt:
             return False
         finally:
@@ -295,7 +502,8 @@ class Sampler:
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
         return SampleResult(
-            samples=self._all_draws(hand_over) if self.keep_samples else None,
+            samples=self._all_draws(hand_over) if self.keep_samples and self._out is None
+            else None,
             mean=self._mean.clone() if n > 0 else nan,
             var=self._m2 / (n - 1) if n > 1 else nan.clone(),
             accept_count=self._accept_count.clone(),
@@ -314,6 +522,11 @@ class Sampler:
             step_size=self._chains.step_sizes(self._q),
             inverse_mass=self._chains.inverse_masses(self._q),
             num_warmup=self._warmup_done,
+            target=self.target,
+            num_leapfrog_steps=self.num_leapfrog_steps,
+            jitter=self.jitter,
+            warmup=self.warmup,
+            samples_path=None if self._out is None else str(self._out),
         )
 
     # ---- internals ------------------------------------------------------------------------------
@@ -376,7 +589,8 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            target_accept: float = 0.8, adapt_step_size: bool = True,
            adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
            inverse_mass: torch.Tensor | None = None,
-           adapt_windows: tuple[int, int, int] = (75, 25, 50)) -> SampleResult:
+           adapt_windows: tuple[int, int, int] = (75, 25, 50), out=None, checkpoint=None,
+           checkpoint_every: float = 60.0) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
     inverse mass; not returned) and then `num_samples` HMC transitions on the target (default
     N(mu, I)), and returns the result.
@@ -384,7 +598,10 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
     ``num_samples`` counts transitions (as NumPyro's and Stan's sample counts do); with thinning,
     about ``num_samples // thin`` draws are kept (exactly that when sampling starts at a multiple of
     thin: thinning counts the global transition index). The other arguments are :class:`Sampler`'s;
-    use a Sampler directly to continue a run later with identical results.
+    use a Sampler directly to continue a run later with identical results. With ``checkpoint=``,
+    ``Sampler.from_checkpoint(checkpoint).run()`` finishes a run that was killed or stopped, in
+    any process, with the result this call would have returned; with ``out=``, the draws stream
+    to that zarr store instead of memory.
     """
     count("num_samples", num_samples, 1)
     sampler = Sampler(q0, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps, mu=mu,
@@ -393,5 +610,6 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       first_transition=first_transition, num_warmup=num_warmup, target=target,
                       target_accept=target_accept, adapt_step_size=adapt_step_size,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
-                      inverse_mass=inverse_mass, adapt_windows=adapt_windows)
+                      inverse_mass=inverse_mass, adapt_windows=adapt_windows, out=out,
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy

@@ -7,6 +7,8 @@ from typing import NamedTuple, TextIO
 import torch
 
 from .. import diagnostics
+from ..targets import Target
+from .warmup import WarmupSettings
 
 
 class SampleResult(NamedTuple):
@@ -44,6 +46,17 @@ class SampleResult(NamedTuple):
             unless given or adapted). Pass it back as ``inverse_mass=`` to continue.
         num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
             next_transition counts them).
+        target: the target sampled (a :mod:`fused_hmc.targets` Gaussian; N(mu, I) given as
+            ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the trajectory settings.
+        warmup: the warm-up's :class:`~fused_hmc.sampling.warmup.WarmupSettings` (asked for;
+            num_warmup says how much of it ran).
+        samples_path: where the draws are when they were streamed to disk (``out=``) instead of
+            kept in memory: a zarr store whose ``posterior/q[:, :num_kept]`` are this result's
+            draws (``samples`` is then None; :meth:`to_arviz`, :meth:`summary` and :meth:`plot`
+            read them from there). None otherwise.
+
+    :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
+    bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
     """
     samples: torch.Tensor | None
     mean: torch.Tensor
@@ -62,6 +75,11 @@ class SampleResult(NamedTuple):
     step_size: torch.Tensor | None = None
     inverse_mass: torch.Tensor | None = None
     num_warmup: int = 0
+    target: Target | None = None
+    num_leapfrog_steps: int | None = None
+    jitter: float | None = None
+    warmup: WarmupSettings | None = None
+    samples_path: str | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -72,11 +90,16 @@ class SampleResult(NamedTuple):
         """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
 
         Group ``posterior`` holds variable ``q`` with dims (chain, draw, dim); chain coordinates are
-        the global chain ids chain_offset + b. Needs ``keep_samples=True`` and arviz-base.
+        the global chain ids chain_offset + b. Needs the draws: kept in memory (``keep_samples=True``)
+        or streamed to disk (``out=``; then read lazily from ``samples_path``), and arviz-base.
         """
-        if self.samples is None:
+        if self.samples is None and self.samples_path is None:
             raise ValueError("to_arviz() needs the draws, but this run was made with "
                              "keep_samples=False; sample again with keep_samples=True")
+        if self.samples is None:
+            from .storage import open_posterior
+
+            return open_posterior(self.samples_path, self.num_kept)
         try:
             from arviz_base import from_dict
         except ImportError as exc:
@@ -94,9 +117,48 @@ class SampleResult(NamedTuple):
                 {"posterior": {"q": self.samples.detach().cpu().numpy()}},
                 dims={"q": ["dim"]},
                 coords={"chain": np.arange(self.chain_offset, self.chain_offset + chains)},
-                attrs={"posterior": {"sampler": "fused_hmc", "seed": str(self.seed),
-                                     "thin": self.thin, "num_transitions": self.num_transitions}},
+                attrs={"posterior": self.posterior_attrs()},
             )
+
+    def posterior_attrs(self) -> dict:
+        """The attributes of the ``posterior`` group (in :meth:`to_arviz` and saved files)."""
+        return {"sampler": "fused_hmc", "seed": str(self.seed), "thin": self.thin,
+                "num_transitions": self.num_transitions}
+
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Writes every field to a zarr store (a directory) at `path`, which
+        :func:`fused_hmc.load` reads back bit for bit (same dtypes) and xarray / ArviZ open.
+
+        Layout (every array names its dimensions): group ``posterior`` holds the draws ``q``
+        (chain, draw, dim) as :meth:`to_arviz` gives them (absent when no draws were kept); group
+        ``fused_hmc`` the other tensors (their own dtypes), the scalars as attributes, and the
+        target in ``fused_hmc/target``. Streamed draws (``samples_path``) are copied block by block
+        (a save to ``samples_path`` itself completes that store in place). The store is written
+        beside `path` and renamed into place, so `path` is never half written. Raises
+        FileExistsError when `path` exists, unless ``overwrite=True``.
+        """
+        from .saving import save_result
+
+        save_result(self, path, overwrite=overwrite)
+
+    def plot(self, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
+        """Writes a PNG to `path`: for each parameter (a dimension index of q; default the first
+        4), its trace (left) and rank plot (right) over the first `chains` chains, drawn with
+        arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
+        is 10 dpi wide and 2.5 dpi per parameter high. See :func:`fused_hmc.plots.plot_trace_rank`.
+        """
+        from ..plots import plot_trace_rank
+
+        plot_trace_rank(self, path, params=params, chains=chains, dpi=dpi)
+
+    def _draws_for_diagnostics(self, max_chains, max_dims):
+        """The draws to diagnose: the in-memory tensor, or the streamed store's array (which
+        diagnostics.diagnose slices before reading)."""
+        if self.samples is not None:
+            return self.samples
+        from .storage import posterior_draws
+
+        return posterior_draws(self.samples_path, self.num_kept)
 
     def summary(self, max_dims: int = 8, *, max_chains: int | None = None,
                 max_values: int | None = diagnostics.SUMMARY_VALUES,
@@ -126,11 +188,12 @@ class SampleResult(NamedTuple):
             return
         mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
                                               self.num_kept)
-        if self.samples is None or self.num_kept < 4:
+        if (self.samples is None and self.samples_path is None) or self.num_kept < 4:
             print(diagnostics.format_table(mean, sd, None, max_dims=max_dims), file=out)
             return
         try:
-            diag = diagnostics.diagnose(self.samples, max_chains=max_chains, max_dims=max_dims,
+            diag = diagnostics.diagnose(self._draws_for_diagnostics(max_chains, max_dims),
+                                        max_chains=max_chains, max_dims=max_dims,
                                         max_values=max_values)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
             print(diagnostics.format_table(mean, sd, None, max_dims=max_dims,

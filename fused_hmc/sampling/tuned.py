@@ -32,6 +32,13 @@ class PlainChains:
                        self.chain_offset, first, n, thin, draws, mean, m2, accept_count,
                        accept_prob_sum, kept_before)
 
+    def state(self) -> tuple[dict, dict]:
+        """(tensors, integers) that change as the chains run: none here."""
+        return {}, {}
+
+    def load_state(self, tensors: dict, integers: dict) -> None:
+        pass
+
     def step_sizes(self, q: torch.Tensor) -> torch.Tensor:
         return torch.full((q.shape[0],), self.step_size, dtype=torch.float64, device=q.device)
 
@@ -73,6 +80,30 @@ class TunedChains:
                           self._window_mean, self._window_m2)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent
+            del self._dual_averaging, self._window_mean, self._window_m2
+
+    def state(self) -> tuple[dict, dict]:
+        """(tensors with their dimension names, integers) that change as the chains run: step
+        sizes, inverse masses, the warm-up left and, during warm-up, the dual averaging and window
+        moments. With the constructor's arguments they resume the adaptation exactly."""
+        tensors = {"step_size": (self.step_size, ("group",)),
+                   "inv_mass": (self.inv_mass, ("group", "dim"))}
+        if self.warmup_left:
+            tensors.update(dual_averaging=(self._dual_averaging, ("group", "dual_averaging")),
+                           window_mean=(self._window_mean, ("chain", "dim")),
+                           window_m2=(self._window_m2, ("chain", "dim")))
+        return tensors, {"warmup_left": self.warmup_left}
+
+    def load_state(self, tensors: dict, integers: dict) -> None:
+        """Restores what :meth:`state` gave, into chains built with the same arguments."""
+        self.step_size.copy_(tensors["step_size"])
+        self.inv_mass.copy_(tensors["inv_mass"])
+        self.warmup_left = integers["warmup_left"]
+        if self.warmup_left:
+            self._dual_averaging.copy_(tensors["dual_averaging"])
+            self._window_mean.copy_(tensors["window_mean"])
+            self._window_m2.copy_(tensors["window_m2"])
+        elif hasattr(self, "_dual_averaging"):  # the adaptation had ended
             del self._dual_averaging, self._window_mean, self._window_m2
 
     def run(self, q, first, n, thin, draws, mean, m2, accept_count, accept_prob_sum, kept_before):

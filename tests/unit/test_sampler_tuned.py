@@ -59,7 +59,8 @@ def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
                dict(mu=mu, step_size=torch.full((6,), 0.3, dtype=torch.float64))):
         kw.setdefault("step_size", 0.3)
         tuned = _run(q0, 11, thin=3, **kw)
-        assert_results_equal(tuned, plain)
+        # (the results describe their targets as given: a unit-scale DiagonalGaussian is not mu=)
+        assert_results_equal(tuned._replace(target=None), plain._replace(target=None))
 
 
 @pytest.mark.parametrize("pooled", [False, True])

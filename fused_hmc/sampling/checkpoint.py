@@ -1,0 +1,115 @@
+"""Checkpoints: a Sampler's whole state in one file, written between chunks, from which
+``Sampler.from_checkpoint`` continues in any process exactly as the run would have gone on (every
+random number is keyed by the global transition index, so nothing else is needed).
+
+The file is a zarr store zipped into one file (storage.py). Group ``sampler`` holds the constructor's
+arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, the target in
+``sampler/target``), the books (the state ``q``, the Welford sums, the acceptance counters;
+the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
+inverse masses and, during warm-up, dual averaging and window moments). Group ``posterior`` holds
+the draws kept in memory so far; draws streamed to ``out=`` stay in that store, which a resumed
+run cuts back to the draws the checkpoint counted before it appends.
+
+Each write replaces the file atomically (a temporary file beside it, fsync'd, renamed over it):
+a process killed at any moment leaves the previous checkpoint or the next, never a torn one. The
+draws kept in memory are rewritten at every checkpoint; stream them (``out=``) for long runs.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from . import storage
+from .saving import device_to_load, read_target, write_target
+
+FORMAT = 1
+_TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
+
+
+class Checkpointer:
+    """Writes a sampler's checkpoint to `path` when `every` seconds have passed since the last."""
+
+    def __init__(self, path: Path, every: float):
+        self.path, self.every = path, every
+        self._last = time.monotonic()
+
+    def start(self) -> None:
+        """The clock starts with each run (the first checkpoint comes `every` s into it)."""
+        self._last = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self.every
+
+    def write(self, state: dict) -> None:
+        storage.replace_file(self.path, lambda tmp: _write(tmp, state))
+        self._last = time.monotonic()
+
+
+def _write(tmp: Path, state: dict) -> None:
+    """state: Sampler._checkpoint_state()."""
+    arguments = dict(state["arguments"])
+    tensors = dict(state["tensors"])
+    for name in _TENSOR_ARGUMENTS:
+        value = arguments.pop(name)
+        if isinstance(value, torch.Tensor):
+            dims = ("chain",) if name == "step_size" else (("dim",) if value.dim() == 1
+                                                          else ("chain", "dim"))
+            tensors[f"argument_{name}"] = (value, dims)
+        else:
+            arguments[name] = value  # a number, or None
+    target = arguments.pop("target")
+    arguments["seed"] = str(arguments["seed"])
+    q = state["tensors"]["q"][0]
+    directory = storage.temporary_sibling(tmp)  # written as a directory, then zipped
+    try:
+        root = storage.open_root(storage.directory_store(directory, "w"), "w",
+                                 {"fused_hmc_checkpoint": FORMAT})
+        group = root.create_group("sampler", attributes={
+            "format": FORMAT, "arguments": arguments, "integers": state["integers"],
+            "dtype": str(q.dtype), "device": str(q.device)})
+        storage.write_tensors(group, tensors)
+        write_target(group, target)
+        if state["draws"] is not None:
+            chains, dim = q.shape
+            draws = storage.DrawStore.create(root, chains, dim, q.dtype, arguments["chain_offset"],
+                                             {"sampler": "fused_hmc", "seed": arguments["seed"]})
+            for part in state["draws"]:
+                draws.fill_from(part, part.shape[1])
+        storage.zip_directory(directory, tmp)
+    finally:
+        storage.remove(directory)
+
+
+def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor | None]:
+    """(constructor arguments, tensors, integers, draws kept in memory or None) of the checkpoint
+    at `path`, the tensors on `device` (default: the device it was written from)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    store = storage.zip_store(path, "r")
+    try:
+        root = storage.open_root(store, "r")
+        if "sampler" not in root:
+            raise ValueError(f"{path} is not a fused_hmc checkpoint")
+        group = root["sampler"]
+        attrs = dict(group.attrs)
+        if attrs.get("format") != FORMAT:
+            raise ValueError(f"{path} is a checkpoint of format {attrs.get('format')!r}; this "
+                             f"fused_hmc reads format {FORMAT}")
+        where = device_to_load(attrs["device"], device)
+        tensors = storage.read_tensors(group, where)
+        arguments = dict(attrs["arguments"])
+        arguments["seed"] = int(arguments["seed"])
+        for name in _TENSOR_ARGUMENTS:
+            if f"argument_{name}" in tensors:
+                arguments[name] = tensors.pop(f"argument_{name}")
+        arguments["target"] = read_target(group)
+        arguments["adapt_windows"] = tuple(arguments["adapt_windows"])
+        integers = attrs["integers"]
+        draws = (storage.DrawStore(root["posterior"]).read(integers["num_kept"], where)
+                 if "posterior" in root else None)
+    finally:
+        store.close()
+    return arguments, tensors, integers, draws

@@ -1,0 +1,177 @@
+"""``SampleResult.save`` and ``fused_hmc.load``: a result as a zarr store (layout in storage.py).
+
+Group ``fused_hmc`` holds every tensor field of the result (in its own dtype), the scalars as
+attributes (the seed as a decimal string: it may not fit a signed 64-bit integer), the warm-up
+settings, the dtype and device, and the target in ``fused_hmc/target``; group ``posterior`` the
+draws, when there are any.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from .. import targets as targets_module
+from . import storage
+from .resources import check_memory
+from .result import SampleResult
+from .warmup import WarmupSettings
+
+FORMAT = 1
+_CHAIN, _CHAIN_DIM = ("chain",), ("chain", "dim")
+_TENSORS = {"mean": _CHAIN_DIM, "var": _CHAIN_DIM, "accept_count": _CHAIN,
+            "accept_rate": _CHAIN, "mean_accept_prob": _CHAIN, "final_state": _CHAIN_DIM,
+            "step_size": _CHAIN, "inverse_mass": _CHAIN_DIM}
+_SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
+            "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
+_TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
+                                          targets_module.DiagonalGaussian,
+                                          targets_module.DenseGaussian)}
+
+
+# ---- pieces shared with checkpoints -------------------------------------------------------------
+
+def write_target(parent, target) -> None:
+    """The target as group ``target`` of `parent`: its kind and parameters (float64)."""
+    if target is None:
+        return
+    group = parent.create_group("target", attributes={"kind": type(target).__name__})
+    params = target.parameters()
+    storage.write_tensors(group, {name: (t, ("dim",) if t.dim() == 1 else ("dim", "dim2"))
+                                  for name, t in params.items()})
+
+
+def read_target(parent):
+    if "target" not in parent:
+        return None
+    group = parent["target"]
+    kind = group.attrs["kind"]
+    if kind not in _TARGETS:
+        raise ValueError(f"unknown target kind {kind!r} in the file")
+    return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))
+
+
+def warmup_attribute(settings: WarmupSettings | None) -> dict | None:
+    return None if settings is None else dataclasses.asdict(settings)
+
+
+def read_warmup(value: dict | None) -> WarmupSettings | None:
+    return None if value is None else WarmupSettings(**value)
+
+
+def device_to_load(saved: str, device) -> torch.device:
+    """`device` (when given) or the saved one, which must exist here."""
+    chosen = torch.device(device if device is not None else saved)
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: the file was written from {saved}, but torch sees no CUDA "
+                         "device here; pass device='cpu'")
+    return chosen
+
+
+# ---- save ---------------------------------------------------------------------------------------
+
+def _samples_kind(res: SampleResult) -> str:
+    if res.samples is not None:
+        return "memory"
+    return "disk" if res.samples_path is not None else "none"
+
+
+def write_result_group(root, res: SampleResult) -> None:
+    """Group ``fused_hmc`` of `root` (replacing an earlier one): every field but the draws."""
+    if "fused_hmc" in root:
+        del root["fused_hmc"]
+    attrs = {name: getattr(res, name) for name in _SCALARS}
+    attrs.update(format=FORMAT, seed=str(res.seed), samples=_samples_kind(res),
+                 warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
+                 device=str(res.final_state.device))
+    group = root.create_group("fused_hmc", attributes=attrs)
+    storage.write_tensors(group, {name: (getattr(res, name), dims)
+                                  for name, dims in _TENSORS.items()
+                                  if getattr(res, name) is not None})
+    write_target(group, res.target)
+
+
+def complete_stream_store(path, res: SampleResult) -> None:
+    """Completes a store the draws were streamed into: the posterior's attributes, the result's
+    other fields, and metadata that xarray reads."""
+    root = storage.open_root(storage.directory_store(path, "a"), "r+")
+    root["posterior"].attrs.update(res.posterior_attrs())
+    write_result_group(root, res)
+    storage.consolidate(path)
+
+
+def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
+    path = Path(path).absolute()
+    if res.samples_path is not None and Path(res.samples_path) == path:
+        complete_stream_store(path, res)  # the streamed store itself: completed in place
+        return
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+    tmp = storage.temporary_sibling(path)
+    try:
+        root = storage.open_root(storage.directory_store(tmp, "w"), "w",
+                                 {"fused_hmc_format": FORMAT})
+        source = res.samples
+        if source is None and res.samples_path is not None:
+            source = storage.posterior_draws(res.samples_path, res.num_kept)
+        if source is not None:
+            chains, dim = res.final_state.shape
+            draws = storage.DrawStore.create(root, chains, dim, res.final_state.dtype,
+                                             res.chain_offset, res.posterior_attrs())
+            draws.fill_from(source, res.num_kept)
+        write_result_group(root, res)
+        storage.consolidate(tmp)
+        storage.publish_directory(tmp, path, overwrite)
+    except BaseException:
+        storage.remove(tmp)
+        raise
+
+
+# ---- load ---------------------------------------------------------------------------------------
+
+def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
+    """The :class:`SampleResult` saved at `path` (by ``SampleResult.save``, or a store that a
+    finished ``out=`` run streamed into), bit for bit, with its tensors on `device` (default: the
+    device it was saved from).
+
+    samples: True reads the draws into memory (``result.samples``), False leaves them on disk
+    (``samples`` None, ``samples_path`` = `path`, read lazily by to_arviz / summary / plot); None
+    (the default) does as the saved result did, so that a streamed result stays on disk.
+    """
+    if samples is not None and not isinstance(samples, bool):
+        raise TypeError(f"samples must be True, False or None, got {samples!r}")
+    path = Path(path).absolute()
+    if not path.is_dir():
+        raise FileNotFoundError(f"no saved result at {path}")
+    root = storage.open_root(storage.directory_store(path, "r"), "r")
+    if "fused_hmc" not in root:
+        raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
+                         "ended: resume it from its checkpoint)")
+    group = root["fused_hmc"]
+    attrs = dict(group.attrs)
+    if attrs.get("format") != FORMAT:
+        raise ValueError(f"{path} was written in format {attrs.get('format')!r}; this fused_hmc "
+                         f"reads format {FORMAT}")
+    where = device_to_load(attrs["device"], device)
+    tensors = storage.read_tensors(group, where)
+    fields = {name: tensors.get(name) for name in _TENSORS}
+    fields.update({name: attrs[name] for name in _SCALARS})
+    kind = attrs["samples"]
+    if samples and kind == "none":
+        raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")
+    in_memory = kind == "memory" if samples is None else samples
+    fields["samples"] = fields["samples_path"] = None
+    if kind != "none" and in_memory:
+        chains, dim = fields["final_state"].shape
+        check_memory(chains * attrs["num_kept"] * dim * fields["final_state"].element_size(),
+                     where, f"loading {attrs['num_kept']} draws of {chains} chains x {dim} dims",
+                     "pass samples=False to leave them on disk")
+        draws = storage.DrawStore(root["posterior"])
+        fields["samples"] = draws.read(attrs["num_kept"], where)
+    elif kind != "none":
+        fields["samples_path"] = str(path)
+    return SampleResult(seed=int(attrs["seed"]), warmup=read_warmup(attrs["warmup"]),
+                        target=read_target(group), **fields)

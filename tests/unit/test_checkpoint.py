@@ -1,0 +1,144 @@
+"""Checkpoints: a run killed (SIGKILL) during warm-up and again during sampling, resumed each time
+in a new process from its checkpoint, ends with the uninterrupted run's result bit for bit; Ctrl-C
+writes a last checkpoint; a failed write leaves the previous checkpoint whole."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import fused_hmc
+from fused_hmc import ops
+from fused_hmc.sampling import checkpoint, storage
+
+from .test_sampler import assert_results_equal
+from .test_sampler_ctrl_c import _sigint_after_call, sigint_handler  # noqa: F401 - a fixture
+from .test_sampler_tuned import _q0, _run
+
+# 30 warm-up transitions in chunks of 5, then 16 sampling transitions (thin 2): 10 chunks.
+RUN = dict(num_warmup=30, jitter=0.2, thin=2, chunk_size=5,
+           target=fused_hmc.DiagonalGaussian(torch.zeros(5), torch.logspace(-1, 0, 5)))
+N = 16
+
+# The child runs the chunks slowly (a sleep after each op call; results do not depend on timing)
+# so that the parent sees a checkpoint and kills it mid-way.
+CHILD = textwrap.dedent("""
+    import sys, time
+    import torch
+    import fused_hmc
+    from fused_hmc import ops
+    for name in ("warmup_chains", "run_chains_tuned"):
+        def slow(*args, _op=getattr(ops, name)):
+            _op(*args)
+            time.sleep(0.05)
+        setattr(ops, name, slow)
+    stage, ck, q0, out = sys.argv[1:]
+    if stage == "start":
+        run = dict(num_warmup=30, jitter=0.2, thin=2, chunk_size=5, target=fused_hmc.DiagonalGaussian(
+            torch.zeros(5), torch.logspace(-1, 0, 5)))
+        fused_hmc.sample(torch.load(q0), %d, seed=1234, progress=False, checkpoint=ck,
+                         checkpoint_every=0, **run)
+    else:
+        fused_hmc.Sampler.from_checkpoint(ck).run(last=True).save(out)
+""" % N)
+
+
+def _child(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _kill_when(proc: subprocess.Popen, ck, ready) -> dict:
+    """SIGKILLs `proc` once its checkpoint's integers satisfy ready(); returns them."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        if ck.exists():
+            integers = checkpoint.read_checkpoint(ck)[2]
+            if ready(integers):
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return integers
+        time.sleep(0.01)
+    raise AssertionError("no checkpoint appeared")
+
+
+def test_killed_runs_resume_in_new_processes_bit_for_bit(tmp_path):
+    q0, ck, out = _q0(), tmp_path / "run.ckpt", tmp_path / "result"
+    torch.save(q0, tmp_path / "q0.pt")
+    whole = _run(q0, N, **RUN)
+
+    start = _child("start", ck, tmp_path / "q0.pt", out)
+    during_warmup = _kill_when(start, ck, lambda i: i["warmup_left"] > 0)
+    assert during_warmup["num_transitions"] == 0 and during_warmup["remaining"] == N
+
+    resumed = _child("resume", ck, tmp_path / "q0.pt", out)
+    during_sampling = _kill_when(resumed, ck, lambda i: 0 < i["num_transitions"] < N)
+    assert during_sampling["warmup_left"] == 0 and during_sampling["num_kept"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()).count("run.ckpt") == 1
+
+    finished = _child("resume", ck, tmp_path / "q0.pt", out)
+    assert finished.wait(timeout=120) == 0, finished.communicate()[1].decode()[-2000:]
+    assert_results_equal(fused_hmc.load(out), whole)  # draws, moments, acceptance, final state
+
+
+def test_ctrl_c_writes_a_last_checkpoint(sigint_handler, monkeypatch, tmp_path):  # noqa: F811
+    q0, ck = _q0(), tmp_path / "run.ckpt"
+    whole = _run(q0, N, **RUN)
+    _sigint_after_call(monkeypatch, "run_chains_tuned", call=2)
+    res = _run(q0, N, checkpoint=ck, checkpoint_every=3600, **RUN)  # no timed checkpoint
+    assert res.interrupted and res.num_transitions == 10
+    monkeypatch.undo()
+    sampler = fused_hmc.Sampler.from_checkpoint(ck)
+    assert_results_equal(sampler.result(), res)
+    assert_results_equal(sampler.run(), whole)
+
+
+def test_a_failed_write_leaves_the_last_checkpoint(monkeypatch, tmp_path):
+    q0, ck = _q0(), tmp_path / "run.ckpt"
+    whole = _run(q0, N, **RUN)
+    real, writes = storage.zip_directory, []
+
+    def fails_the_third_time(directory, path):
+        writes.append(path)
+        if len(writes) == 3:
+            raise OSError("disk full")
+        real(directory, path)
+
+    monkeypatch.setattr(storage, "zip_directory", fails_the_third_time)
+    with pytest.raises(OSError, match="disk full"):
+        _run(q0, N, checkpoint=ck, checkpoint_every=0, **RUN)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]  # no temporary left
+    assert checkpoint.read_checkpoint(ck)[2]["next_transition"] == 10  # the second chunk's
+    monkeypatch.undo()
+    assert_results_equal(fused_hmc.Sampler.from_checkpoint(ck).run(), whole)
+
+
+def test_a_finished_checkpoint_gives_its_result_without_running(monkeypatch, tmp_path):
+    ck = tmp_path / "run.ckpt"
+    res = _run(_q0(), 6, checkpoint=ck, keep_samples=False)
+
+    def not_called(*args):
+        raise AssertionError("ran a transition")
+
+    monkeypatch.setattr(ops, "run_chains", not_called)
+    assert_results_equal(fused_hmc.Sampler.from_checkpoint(ck).run(), res)
+    with pytest.raises(ValueError, match="no run to continue"):
+        fused_hmc.Sampler(_q0(), progress=False).run()
+
+
+def test_checkpoint_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="checkpoint: the directory"):
+        fused_hmc.Sampler(_q0(), checkpoint=tmp_path / "missing" / "run.ckpt")
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        fused_hmc.Sampler(_q0(), checkpoint=tmp_path / "ck", checkpoint_every=-1)
+    with pytest.raises(TypeError, match="checkpoint must be a path"):
+        fused_hmc.Sampler(_q0(), checkpoint=3)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        fused_hmc.Sampler.from_checkpoint(tmp_path / "none")

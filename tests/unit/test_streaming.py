@@ -1,0 +1,105 @@
+"""Draws streamed to a zarr store (out=): the store holds the in-memory run's draws bit for bit,
+the memory check counts only the stream's buffers, and a crashed run resumed from its checkpoint
+cuts the store back to the checkpoint's draws before appending."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fused_hmc
+from fused_hmc import ops
+from fused_hmc.sampling import resources, streaming
+from fused_hmc.sampling.checkpoint import Checkpointer, read_checkpoint
+from fused_hmc.sampling.storage import DrawStore
+
+from .test_sampler import _q0, _run, assert_results_equal
+
+TUNED = dict(num_warmup=20, jitter=0.1, target=fused_hmc.DiagonalGaussian(torch.zeros(5),
+                                                                         torch.ones(5) * 0.7))
+
+
+def _streamed_equals_in_memory(res, streamed):
+    assert streamed.samples is None and streamed.samples_path is not None
+    assert_results_equal(streamed._replace(samples_path=None, samples=res.samples), res)
+    on_disk = fused_hmc.load(streamed.samples_path, samples=True)
+    assert on_disk.samples.dtype == res.samples.dtype
+    assert torch.equal(on_disk.samples.to(res.samples.device), res.samples)
+    assert_results_equal(fused_hmc.load(streamed.samples_path), streamed)
+
+
+@pytest.mark.parametrize("config", [dict(thin=3), TUNED])
+def test_streamed_draws_equal_in_memory_draws(device, config, tmp_path, monkeypatch):
+    # Buffers of 2 draws: many chunks, each slot reused several times, chunks cut to fit.
+    monkeypatch.setattr(streaming, "SLOT_BYTES", 2 * 6 * 5 * 4)
+    q0 = _q0(device, dtype=torch.float32)
+    res = _run(q0, 40, **config)
+    streamed = _run(q0, 40, out=tmp_path / "draws", **config)
+    _streamed_equals_in_memory(res, streamed)
+
+
+def test_memory_check_counts_only_the_stream_buffers(tmp_path, monkeypatch):
+    """Draws of 60 chains x 50 dims x 300 transitions (3.6 MB) do not fit in 2 MB of memory; the
+    stream's three buffers (1/16 of it each, at most) do."""
+    monkeypatch.setattr(resources, "available_memory", lambda device: 2 * 2**20)
+    q0 = _q0("cpu", chains=60, dim=50, dtype=torch.float32)
+    with pytest.raises(fused_hmc.SamplesTooLargeError):
+        _run(q0, 300)
+    streamed = _run(q0, 300, out=tmp_path / "draws")
+    monkeypatch.undo()
+    _streamed_equals_in_memory(_run(q0, 300), streamed)
+
+
+def test_a_crashed_stream_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    q0, ck, out = _q0("cpu"), tmp_path / "run.ckpt", tmp_path / "draws"
+    whole = _run(q0, 30, chunk_size=4)
+    real_due, real_op, calls = Checkpointer.due, ops.run_chains, []
+    monkeypatch.setattr(Checkpointer, "due", lambda self: len(calls) == 2)  # after chunk 2 only
+
+    def crashes_in_chunk_5(*args):
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("node lost")
+        real_op(*args)
+
+    monkeypatch.setattr(ops, "run_chains", crashes_in_chunk_5)
+    with pytest.raises(RuntimeError, match="node lost"):
+        _run(q0, 30, chunk_size=4, out=out, checkpoint=ck)
+    monkeypatch.setattr(Checkpointer, "due", real_due)
+    monkeypatch.setattr(ops, "run_chains", real_op)
+    # The store got the draws of chunks 1-4 (8 past the checkpoint's), to be cut back to 8.
+    assert DrawStore.open(out).count == 16 and read_checkpoint(ck)[2]["num_kept"] == 8
+    resumed = fused_hmc.Sampler.from_checkpoint(ck).run(last=True)
+    _streamed_equals_in_memory(whole, resumed)
+
+
+def test_out_arguments_are_checked(tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="new path"):
+        _run(_q0("cpu"), 4, out=tmp_path / "taken")
+    with pytest.raises(ValueError, match="keep_samples=False"):
+        _run(_q0("cpu"), 4, out=tmp_path / "x", keep_samples=False)
+    with pytest.raises(ValueError, match="holds no finished result"):
+        sampler = fused_hmc.Sampler(_q0("cpu"), out=tmp_path / "y", progress=False)
+        sampler._open_stream(0)
+        fused_hmc.load(tmp_path / "y")
+
+
+@pytest.mark.cuda
+def test_cuda_stream_copies_through_pinned_buffers(tmp_path, monkeypatch):
+    """On CUDA the slots pair a device buffer with a pinned host buffer, and the streamed draws
+    equal the in-memory ones bit for bit, over many slot reuses."""
+    monkeypatch.setattr(streaming, "SLOT_BYTES", 3 * 256 * 16 * 4)
+    q0 = _q0("cuda", chains=256, dim=16, dtype=torch.float32)
+    made = []
+    real_init = streaming._Slot.__init__
+
+    def recording(self, *args):
+        real_init(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(streaming._Slot, "__init__", recording)
+    res = _run(q0, 300, thin=2, chunk_size=7)
+    streamed = _run(q0, 300, thin=2, chunk_size=7, out=tmp_path / "draws")
+    assert len(made) == streaming.SLOTS
+    assert all(s.host_buffer.is_pinned() and s.device_buffer.is_cuda for s in made)
+    _streamed_equals_in_memory(res, streamed)
