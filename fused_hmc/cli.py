@@ -1,4 +1,4 @@
-"""Command line: ``fused-hmc sample|validate`` (also ``python -m fused_hmc``).
+"""Command line: ``fused-hmc sample|validate|bench`` (also ``python -m fused_hmc``).
 
 Bad flags end in one line naming the flag and exit status 2, as argparse's own errors do.
 """
@@ -9,6 +9,7 @@ import math
 import re
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -173,6 +174,10 @@ def _diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     chains, draws, _ = window
     if res.samples is not None:
         return res.samples[:chains, :draws]
+    if res.samples_path is not None:  # streamed: read those draws from the store
+        from .sampling.storage import posterior_draws
+
+        return posterior_draws(res.samples_path, res.num_kept)[:chains, :draws, :]
     first = res.next_transition - res.num_transitions  # the first sampling transition
     thin = res.thin
     transitions = thin * (first // thin + draws) - first  # the fewest that keep `draws`
@@ -263,13 +268,16 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
     """ESS and R-hat of the first chains, draws and dimensions (_diagnostic_window)."""
     from . import diagnostics
 
-    if res.num_kept >= 4 and res.samples is None and res.interrupted:
-        print("ESS / R-hat       skipped (interrupted, and no draws kept)")
+    no_draws = res.samples is None and res.samples_path is None
+    if res.num_kept >= 4 and no_draws and (res.interrupted or q0 is None):
+        print("ESS / R-hat       skipped (" + ("interrupted" if res.interrupted else
+                                              "resumed: the start is not in the checkpoint")
+              + ", and no draws kept)")
     elif res.num_kept >= 4:
         window = _diagnostic_window(args.chains, res.num_kept, args.dim)
         diag = diagnostics.diagnose(_diagnostic_draws(q0, settings, res, window),
                                     max_dims=window[2])
-        how = "" if res.samples is not None else (
+        how = "" if not no_draws else (
             "; those chains run again with draws kept"
             + (", pooled adaptation over them alone" if args.pooled and adapting else ""))
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
@@ -288,26 +296,113 @@ def _report_time(args, res, elapsed: float) -> None:
           + (", warm-up included)" if res.num_warmup else ")"))
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """The files a run will write or read, checked before it starts (not after an hour)."""
+    for flag, path in (("--out", args.out), ("--checkpoint", args.checkpoint),
+                       ("--plot", args.plot)):
+        if path is not None and not Path(path).absolute().parent.is_dir():
+            raise CliError(flag, f"the directory {Path(path).absolute().parent} does not exist")
+    if args.out is not None and Path(args.out).exists():
+        raise CliError("--out", f"{args.out} exists; give a new path (a zarr store is made there)")
+    if args.resume is not None and not Path(args.resume).is_file():
+        raise CliError("--resume", f"no checkpoint at {args.resume}")
+    if not args.keep_samples:
+        for flag in ("--out", "--plot"):
+            if getattr(args, flag[2:]) is not None:
+                raise CliError(flag, "needs the draws: it cannot go with --no-keep-samples")
+
+
+# With --resume the run's settings come from the checkpoint; only these flags may be given too.
+_WITH_RESUME = ("resume", "device", "no_progress", "plot")
+
+
+def _resumed_sampler(args: argparse.Namespace):
+    from .sampling import Sampler
+
+    for dest, default, flag in args.sample_flags:
+        if dest not in _WITH_RESUME and getattr(args, dest) != default:
+            raise CliError(flag, "a resumed run takes its settings from the checkpoint (only "
+                                 "--device, --no-progress and --plot go with --resume)")
+    return Sampler.from_checkpoint(args.resume, device=args.device, progress=not args.no_progress)
+
+
+def _settings_of(args: argparse.Namespace, sampler, res) -> None:
+    """The flags a resumed run would have been given, for the report."""
+    chains, args.dim = res.final_state.shape
+    args.chains, args.dtype = chains, str(res.final_state.dtype).removeprefix("torch.")
+    step = sampler.step_size
+    args.step_size = float(step) if not isinstance(step, torch.Tensor) else float(step.mean())
+    args.leapfrog, args.jitter, args.thin = res.num_leapfrog_steps, res.jitter, res.thin
+    w = res.warmup
+    args.warmup, args.pooled, args.target_accept = w.num_warmup, w.pooled, w.target_accept
+    args.adapt_step_size, args.adapt_mass_matrix = w.adapt_step_size, w.adapt_mass_matrix
+
+
+def _plot(args: argparse.Namespace, res) -> None:
+    if res.num_kept < 2:
+        _warn(f"--plot skipped: it needs 2 kept draws per chain, the run kept {res.num_kept}")
+        return
+    res.plot(args.plot)
+    dims = min(4, res.final_state.shape[1])
+    print(f"plot              trace and rank plots of dims 0 .. {dims - 1} (first 4 chains) in "
+          f"{args.plot}")
+
+
 def _sample(args: argparse.Namespace) -> int:
     from .sampling import Sampler
 
     device = _device(args.device)
-    dtype = getattr(torch, args.dtype)
-    target = _target(args)
-    generator = torch.Generator(device=device).manual_seed(args.seed)
-    q0 = _start(target, args.chains, dtype, device, generator)
-    settings = _sampler_settings(args, target)
-    sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
-                      **settings)
+    _check_paths(args)
+    if args.resume is not None:
+        sampler, q0, settings = _resumed_sampler(args), None, None
+        target = sampler.target
+    else:
+        dtype = getattr(torch, args.dtype)
+        target = _target(args)
+        generator = torch.Generator(device=device).manual_seed(args.seed)
+        q0 = _start(target, args.chains, dtype, device, generator)
+        settings = _sampler_settings(args, target)
+        sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
+                          out=args.out, checkpoint=args.checkpoint,
+                          checkpoint_every=args.checkpoint_every, **settings)
     start = time.perf_counter()
-    res = sampler.run(args.samples)  # returns once the device has finished
+    res = sampler.run(None if args.resume is not None else args.samples)  # the device has finished
     elapsed = time.perf_counter() - start
+    if args.resume is not None:
+        _settings_of(args, sampler, res)
+        device = res.final_state.device
     adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
     _report_run(args, device, target, res, adapting)
     _report_moments(target, res)
     _report_diagnostics(args, q0, settings, res, adapting)
     _report_time(args, res, elapsed)
+    if res.samples_path is not None:
+        print(f"draws             in {res.samples_path} with the whole result "
+              "(fused_hmc.load reads it; a zarr store xarray and ArviZ open)")
+    if args.plot is not None:
+        _plot(args, res)
     return 130 if res.interrupted else 0
+
+
+# ---- bench ------------------------------------------------------------------------------------
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import format_table, run_bench
+
+    device = _device(args.device)
+    gpu = device.type == "cuda"
+    chains = args.chains or (2048 if gpu else 256)
+    transitions = args.transitions or (1000 if gpu else 100)
+    print(f"fused-hmc bench on {device} (torch {torch.__version__}): {chains} chains x "
+          f"{args.dim} dims, N(0, I), L={args.leapfrog}, eps=0.1, {args.dtype}", flush=True)
+    rows = run_bench(device, chains, args.dim, args.leapfrog, transitions, args.seconds,
+                     getattr(torch, args.dtype))
+    print(format_table(rows))
+    print("ratio: reference time / fused_hmc time (higher: fused_hmc faster). One transition: "
+          "the HMC module against the reference Model, same draws, outputs checked equal; "
+          "chained: fused_hmc.sample (moments and acceptance on the device) against the "
+          "reference transition in a Python loop. Medians of back-to-back calls.")
+    return 0
 
 
 # ---- validate ---------------------------------------------------------------------------------
@@ -390,9 +485,53 @@ def _add_sample_parser(sub) -> None:
     flag("--seed", type=_integer(0, 2**64 - 1), default=0,
          help="seeds the start (drawn from the target) and keys the philox stream")
     flag("--device", choices=["cpu", "cuda"], default=None,
-         help="where the chains run (default: cuda when torch sees a GPU, else cpu)")
+         help="where the chains run (default: cuda when torch sees a GPU, else cpu; with "
+              "--resume, the checkpoint's device)")
     flag("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(run=_sample)
+    flag("--out", metavar="PATH", default=None,
+         help="stream the kept draws to a new zarr store at PATH as they come, instead of "
+              "keeping them in memory (a run may keep more than memory holds); at the end the "
+              "store holds the whole result: fused_hmc.load(PATH), or xarray / ArviZ "
+              "(default: draws in memory)")
+    flag("--checkpoint", metavar="PATH", default=None,
+         help="write the sampler's state to the file PATH every --checkpoint-every seconds, at "
+              "the end and on Ctrl-C; --resume PATH continues from it exactly (default: none)")
+    flag("--checkpoint-every", type=_real(0, low_open=False), default=60.0, metavar="SECONDS",
+         help="seconds between checkpoints (0: after every chunk)")
+    flag("--resume", metavar="PATH", default=None,
+         help="continue the run checkpointed at PATH (killed, or stopped by Ctrl-C) with the "
+              "result it would have had; its settings come from the checkpoint, which it keeps "
+              "writing (default: a new run)")
+    flag("--plot", metavar="PNG", default=None,
+         help="write trace and rank plots of the first 4 dims (first 4 chains) to PNG "
+              "(default: no plot)")
+    p.set_defaults(run=_sample, sample_flags=[
+        (a.dest, a.default, a.option_strings[-1 if a.default is True else 0])
+        for a in p._actions if a.option_strings and a.dest != "help"])
+
+
+def _add_bench_parser(sub) -> None:
+    p = sub.add_parser("bench", formatter_class=_HelpFormatter,
+                       help="a quick side-by-side benchmark against the pure-torch reference on "
+                            "this machine (a few seconds)",
+                       description="Times fused_hmc against the pure-torch reference "
+                                   "(fused_hmc/reference.py) on N(0, I): one transition, and a "
+                                   "chain of transitions, and prints a table with the ratios. "
+                                   "The full suite against every anchor is benchmarks/run.py.")
+    flag = p.add_argument
+    flag("--device", choices=["cpu", "cuda"], default=None,
+         help="where to run (default: cuda when torch sees a GPU, else cpu)")
+    flag("--chains", type=_integer(1), default=None,
+         help="number of chains (default: 2048 on cuda, 256 on cpu)")
+    flag("--dim", type=_integer(1), default=64, help="dimension of the target")
+    flag("--leapfrog", type=_integer(1, 2**31 - 1), default=10,
+         help="leapfrog steps L per transition")
+    flag("--transitions", type=_integer(1), default=None,
+         help="transitions of the chained workload (default: 1000 on cuda, 100 on cpu)")
+    flag("--seconds", type=_real(0), default=2.0,
+         help="time spent timing, in all (warm-up calls come on top)")
+    flag("--dtype", choices=["float32", "float64"], default="float32", help="the chains' dtype")
+    p.set_defaults(run=_bench)
 
 
 def _add_validate_parser(sub) -> None:
@@ -417,6 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_sample_parser(sub)
     _add_validate_parser(sub)
+    _add_bench_parser(sub)
     return parser
 
 
