@@ -5,7 +5,8 @@ parameter (a dimension of q) a row with its trace, draw by draw for each chain (
 rank plot (right: the ECDF of each chain's ranks among all chains' draws against the uniform, with
 a simultaneous envelope; Saeilynoja, Buerkner & Vehtari 2022), which shows chains that disagree.
 The two arviz-plots figures are rendered side by side at the same size (matplotlib's Agg canvas,
-whatever backend is selected), so the image is 10 x 2.5 inches per parameter at `dpi`.
+whatever backend is selected), so the image is 10 x 2.5 inches per parameter at `dpi`. Chains of
+more than MAX_DRAWS draws are thinned evenly to at most that many for the plots.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import numpy as np
 # Inches: each of the two plots is this wide, and this high per parameter.
 PLOT_WIDTH, ROW_HEIGHT = 5.0, 2.5
 DEFAULT_PARAMS = 4
+# Longer chains are thinned evenly to at most this many draws: a PNG shows no more, and
+# arviz-plots' rank envelope costs a simulation of chains x draws per 1000 repeats (about 1 s here).
+MAX_DRAWS = 500
 
 
 def _index_list(name: str, values, size: int) -> list[int]:
@@ -48,12 +52,41 @@ def _render(plot_collection, dpi: int) -> np.ndarray:
     return pixels
 
 
+def _envelope_is_degenerate(plot_collection, draws: int) -> bool:
+    """Whether a rank plot's envelope is one of arviz-stats 0.8's broken ones: for some draw
+    counts (356, 400, 454, ... with its default generator) its simulation yields a band half a
+    unit wide even at the first rank 1/n, where a 99% simultaneous band spans a few ranks (its
+    upper end is within 10/n of the uniform's)."""
+    bands = plot_collection.viz["credible_interval"].to_dataset()
+    for name in bands.data_vars:
+        for band in np.ravel(bands[name].values):
+            x, y = band.get_paths()[0].vertices.T
+            if float(y[np.isclose(x, x.min())].max()) > max(0.25, 10 / draws):
+                return True
+    return False
+
+
+def _rank_plot(arviz_plots, tree, draws: int, size: dict):
+    """arviz-plots' rank plot, its envelope simulated again with other seeds while degenerate."""
+    import matplotlib.pyplot as plt
+
+    for seed in range(8):
+        stats = {} if seed == 0 else {"ecdf_pit": {"rng": np.random.default_rng(seed)}}
+        plot = arviz_plots.plot_rank(tree, backend="matplotlib", stats=stats, **size)
+        if not _envelope_is_degenerate(plot, draws):
+            return plot
+        plt.close(plot.viz["figure"].item())
+    raise RuntimeError(f"arviz-plots drew a degenerate rank-plot envelope for {draws} draws "
+                       "with 8 seeds; plot fewer or more draws")
+
+
 def plot_trace_rank(res, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
     """Writes the PNG described in the module docstring for result `res` to `path`.
 
     params: dimension indices of q (default the first 4); chains: how many of the first chains
     (at least 1; rank plots compare chains, 4 is ArviZ's usual); dpi: pixels per inch (the image
-    is 10 dpi x 2.5 dpi len(params)). Needs the draws (in memory or streamed) and >= 2 of them.
+    is 10 dpi x 2.5 dpi len(params)). Needs the draws (in memory or streamed) and >= 2 of them;
+    more than MAX_DRAWS are thinned evenly to at most that many.
     """
     if isinstance(chains, bool) or not isinstance(chains, numbers.Integral) or chains < 1:
         raise ValueError(f"chains must be an integer >= 1, got {chains!r}")
@@ -70,12 +103,14 @@ def plot_trace_rank(res, path, params=None, *, chains: int = 4, dpi: int = 100) 
         raise ImportError("plots need arviz-plots and matplotlib, dependencies of fused_hmc: "
                           "pip install arviz-plots matplotlib") from exc
     posterior = res.to_arviz()["posterior"].to_dataset()
-    posterior = posterior.isel(chain=slice(0, chains), dim=params).load()
+    every = -(-res.num_kept // MAX_DRAWS)
+    posterior = posterior.isel(chain=slice(0, chains), dim=params,
+                               draw=slice(None, None, every)).load()
     tree = xr.DataTree.from_dict({"posterior": posterior})
     size = dict(figure_kwargs={"figsize": (PLOT_WIDTH, ROW_HEIGHT * len(params)),
                                "layout": "constrained"}, col_wrap=1)
     trace = _render(arviz_plots.plot_trace(tree, backend="matplotlib", **size), dpi)
-    rank = _render(arviz_plots.plot_rank(tree, backend="matplotlib", **size), dpi)
+    rank = _render(_rank_plot(arviz_plots, tree, posterior.sizes["draw"], size), dpi)
     from PIL import Image
 
     Image.fromarray(np.concatenate([trace, rank], axis=1)).save(Path(path), format="PNG")

@@ -145,7 +145,8 @@ class SampleResult(NamedTuple):
         """Writes a PNG to `path`: for each parameter (a dimension index of q; default the first
         4), its trace (left) and rank plot (right) over the first `chains` chains, drawn with
         arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
-        is 10 dpi wide and 2.5 dpi per parameter high. See :func:`fused_hmc.plots.plot_trace_rank`.
+        is 10 dpi wide and 2.5 dpi per parameter high. Chains longer than 500 draws are thinned
+        evenly to at most 500 for the plots. See :func:`fused_hmc.plots.plot_trace_rank`.
         """
         from ..plots import plot_trace_rank
 

@@ -41,3 +41,41 @@ def test_plot_names_bad_arguments(tmp_path):
             res.plot(tmp_path / "x.png", **kwargs)
     with pytest.raises(ValueError, match="keep_samples=False"):
         _run(_q0("cpu"), 6, keep_samples=False).plot(tmp_path / "x.png")
+
+
+class _Plot:
+    """What plots._envelope_is_degenerate reads of an arviz-plots PlotCollection: the envelope's
+    fill_between artists (credible_interval) and the figure."""
+
+    def __init__(self, upper_at_first_rank: float, draws: int):
+        import matplotlib.pyplot as plt
+        import xarray as xr
+
+        figure, ax = plt.subplots()
+        x = np.arange(1, draws) / draws
+        upper = 3 * np.sqrt(x * (1 - x) / draws) + 2 / draws
+        upper[0] = upper_at_first_rank
+        band = ax.fill_between(x, -upper, upper)
+        self.viz = {"credible_interval": xr.DataTree(xr.Dataset(
+            {"q": ("dim", np.array([band], dtype=object))})),
+            "figure": xr.DataArray(np.array(figure, dtype=object))}
+
+
+def test_a_degenerate_rank_envelope_is_simulated_again(monkeypatch):
+    """arviz-stats 0.8 draws a band half a unit wide at the first rank for some draw counts (400
+    with its default generator); the rank plot is then redrawn with another seed."""
+    from fused_hmc import plots
+
+    assert plots._envelope_is_degenerate(_Plot(0.4975, 400), 400)
+    assert not plots._envelope_is_degenerate(_Plot(0.01, 400), 400)
+    seeds = []
+
+    class FakeArvizPlots:
+        @staticmethod
+        def plot_rank(tree, backend, stats, **size):
+            seeds.append(stats.get("ecdf_pit", {}).get("rng"))
+            return _Plot(0.4975 if len(seeds) == 1 else 0.01, 400)
+
+    plot = plots._rank_plot(FakeArvizPlots, None, 400, {})
+    assert len(seeds) == 2 and seeds[0] is None and seeds[1] is not None
+    assert not plots._envelope_is_degenerate(plot, 400)
