@@ -331,6 +331,9 @@ class Sampler:
     def _write_checkpoint(self) -> None:
         if self._stream is not None:
             self._stream.flush()  # the out= store holds every draw the checkpoint counts
+            from .storage import consolidate
+
+            consolidate(self._out)  # so xarray reads those draws, should the run be killed
         self._checkpointer.write(self._checkpoint_state())
 
     def _publish(self, result: SampleResult) -> None:
@@ -355,6 +358,9 @@ class Sampler:
         chains, dim = self._q.shape
         if self._draw_store is None:
             if self._stream_resumes:
+                if not self._out.is_dir():
+                    raise FileNotFoundError(f"out={self._out}: the store this checkpointed run "
+                                            "streamed its draws to is missing")
                 self._draw_store = storage.DrawStore.open(self._out)
                 self._draw_store.truncate(self._num_kept)
             else:
