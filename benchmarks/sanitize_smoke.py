@@ -13,6 +13,9 @@ for dtype in (torch.float32, torch.float64):
         ops.hmc_step_traced(q, mu, 0.1, 3, "philox")
         ops.hmc_step_traced(q, mu, 0.1, 3, "torch")
         ops.hmc_step(q.t().contiguous().t(), mu, 0.1, 3, "torch")
+        # non-dense q in column-major stride order: randn_like's inferred layout (issue 12, item 1)
+        ops.hmc_step(torch.randn(dim, 2 * batch, device="cuda", dtype=dtype)[:, ::2].t(), mu, 0.1, 3,
+                     "torch")
 torch.cuda.synchronize()
 print("sanitize smoke: done")
 
