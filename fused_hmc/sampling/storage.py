@@ -129,7 +129,12 @@ class DrawStore:
         return self.q.shape[1]
 
     def append(self, start: int, draws: np.ndarray) -> None:
-        """Writes draws [chains, k, dim] as draws start .. start + k - 1 (start <= count)."""
+        """Writes draws [chains, k, dim] as draws start .. start + k - 1 (start = count: the
+        draws before are all there)."""
+        if start != self.count:
+            raise RuntimeError(f"the store holds {self.count} draws, not the {start} this run "
+                               "expects before its next (a write failed?); continue from the "
+                               "checkpoint")
         chains, k, dim = draws.shape
         end = start + k
         if end > self.count:

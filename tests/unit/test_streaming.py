@@ -103,3 +103,22 @@ def test_cuda_stream_copies_through_pinned_buffers(tmp_path, monkeypatch):
     assert len(made) == streaming.SLOTS
     assert all(s.host_buffer.is_pinned() and s.device_buffer.is_cuda for s in made)
     _streamed_equals_in_memory(res, streamed)
+
+
+def test_a_failed_write_stops_the_run_with_its_error(tmp_path, monkeypatch):
+    import threading
+
+    real, calls = DrawStore.append, []
+
+    def fails_the_second_time(self, start, draws):
+        calls.append(start)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(self, start, draws)
+
+    monkeypatch.setattr(DrawStore, "append", fails_the_second_time)
+    monkeypatch.setattr(streaming, "SLOT_BYTES", 6 * 5 * 8)  # one draw per buffer
+    with pytest.raises(OSError, match="disk full"):
+        _run(_q0("cpu"), 20, out=tmp_path / "draws")
+    assert 2 <= len(calls) < 20  # it stopped soon after, not at the end
+    assert not any(t.name == "fused_hmc draw writer" for t in threading.enumerate())
