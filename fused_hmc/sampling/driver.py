@@ -265,9 +265,9 @@ class Sampler:
         # Checked (and allocated) before the warm-up, so that an absurd request costs nothing.
         buffer = (self._allocate_draws(kept_new, copy_for_result=not last)
                   if self.keep_samples and self._out is None else None)
-        capacity = self._open_stream(kept_new) if self._out is not None else 0
         result = None
         try:
+            capacity = self._open_stream(kept_new) if self._out is not None else 0
             with SigintDeferral() as sigint, self._on_device():
                 self._remaining = n
                 if self._checkpointer is not None:
