@@ -94,10 +94,7 @@ def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor |
         if "sampler" not in root:
             raise ValueError(f"{path} is not a fused_hmc checkpoint")
         group = root["sampler"]
-        attrs = dict(group.attrs)
-        if attrs.get("format") != FORMAT:
-            raise ValueError(f"{path} is a checkpoint of format {attrs.get('format')!r}; this "
-                             f"fused_hmc reads format {FORMAT}")
+        attrs = storage.checked_attributes(group, path, "a checkpoint", FORMAT)
         where = device_to_load(attrs["device"], device)
         tensors = storage.read_tensors(group, where)
         arguments = dict(attrs["arguments"])

@@ -151,10 +151,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
         raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
                          "ended: resume it from its checkpoint)")
     group = root["fused_hmc"]
-    attrs = dict(group.attrs)
-    if attrs.get("format") != FORMAT:
-        raise ValueError(f"{path} was written in format {attrs.get('format')!r}; this fused_hmc "
-                         f"reads format {FORMAT}")
+    attrs = storage.checked_attributes(group, path, "a result", FORMAT)
     where = device_to_load(attrs["device"], device)
     tensors = storage.read_tensors(group, where)
     fields = {name: tensors.get(name) for name in _TENSORS}

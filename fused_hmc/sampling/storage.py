@@ -56,6 +56,16 @@ def open_root(store, mode: str, attributes: dict | None = None):
     return zarr().open_group(store, mode=mode, use_consolidated=False)
 
 
+def checked_attributes(group, path, what: str, expected: int) -> dict:
+    """The attributes of `group` (read from `path`, `what` it holds), after checking that they
+    were written in format `expected`: one check for results and checkpoints alike."""
+    attrs = dict(group.attrs)
+    if attrs.get("format") != expected:
+        raise ValueError(f"{path} holds {what} of format {attrs.get('format')!r}; this fused_hmc "
+                         f"reads format {expected}")
+    return attrs
+
+
 def consolidate(path) -> None:
     """Records the hierarchy's metadata in its root, as xarray reads it (shapes included: call
     again after appending)."""

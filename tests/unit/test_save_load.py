@@ -79,6 +79,13 @@ def test_load_names_what_is_wrong(tmp_path, monkeypatch):
         fused_hmc.load(tmp_path, samples="yes")
 
 
+def test_load_refuses_another_format(tmp_path, monkeypatch):
+    _run(_q0("cpu", dtype=torch.float32), 4).save(tmp_path / "run")
+    monkeypatch.setattr(saving, "FORMAT", saving.FORMAT + 1)
+    with pytest.raises(ValueError, match="result of format 1; this fused_hmc reads format 2"):
+        fused_hmc.load(tmp_path / "run")
+
+
 def test_targets_compare_by_value():
     mu = torch.linspace(0, 1, 3)
     assert fused_hmc.StandardGaussian(mu) == fused_hmc.StandardGaussian(mu.clone())
