@@ -62,8 +62,9 @@ def run_chains(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog
     key (csrc/math/stream_key.h; chain b is stream chain chain_offset + b). Transition t is kept
     when (t + 1) % thin == 0: stored in samples [B, K, d] (K = draws kept by this call, any
     strides, e.g. a view big[:, k0:k0 + K]; pass an empty tensor to store none) and folded into the
-    float64 Welford mean, m2 [B, d] (16-byte aligned) with count kept_before + k + 1. accept_count [B] int64 and accept_prob_sum [B] float64 accumulate over
-    every transition, the latter one transition at a time onto the stored sum (chunk-invariant).
+    float64 Welford mean, m2 [B, d] (16-byte aligned) with count kept_before + k + 1.
+    accept_count [B] int64 and accept_prob_sum [B] float64 accumulate over every transition, the
+    latter one transition at a time onto the stored sum (chunk-invariant).
     """
     _ops().run_chains.default(q, mu, step_size, num_leapfrog_steps, seed, chain_offset,
                               first_transition, num_transitions, thin, samples, mean, m2,
