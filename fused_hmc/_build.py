@@ -55,6 +55,12 @@ def _cuda_missing_reason() -> str | None:
     return None
 
 
+def cuda_missing_reason() -> str | None:
+    """Why a CUDA build cannot be made here (no GPU, no CUDA torch, no nvcc, FUSED_HMC_NO_CUDA=1),
+    or None when it can: for other builds (CppTarget modules) that compile CUDA code too."""
+    return _cuda_missing_reason()
+
+
 # The build's flags and sources, in one place: .ci/compile_cuda.py compiles the CUDA sources with
 # them too.
 # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
