@@ -10,9 +10,12 @@ __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError
            "CudaUnavailableError"]
 __version__ = "0.1.0"
 
-from . import targets  # noqa: E402
+from . import models, targets  # noqa: E402
 from .sampling import SampleResult, Sampler, SamplesTooLargeError, load, sample  # noqa: E402
 from .targets import DenseGaussian, DiagonalGaussian, StandardGaussian  # noqa: E402
 
 __all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "load", "targets",
             "StandardGaussian", "DiagonalGaussian", "DenseGaussian"]
+
+from .cpp_target import CppTarget  # noqa: E402
+__all__ += ["CppTarget"]
