@@ -3,41 +3,39 @@
 // torch.ops.fused_hmc.* parses each call's arguments against the schema in Python and costs
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
-// Also, for the tests, the host build of math/portable_math.h's exp and log and of
+// Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host build of math/portable_math.h's exp and log and of
 // math/stream_key.h's philox_key_from_seed.
 // Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
 // (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
 
+#include "math/chain_params.h"
+#include "math/limits.h"
 #include "math/noise_streams.h"
 #include "math/portable_math.h"
 #include "math/stream_key.h"
+#include "ops/target_registry.h"
 #include "torch_stream.h"
 
 namespace {
 
 using at::Tensor;
-using Pair = std::tuple<Tensor, Tensor>;
 
-const auto& step_noise_op() {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("fused_hmc::hmc_step_noise", "")
-                             .typed<Pair(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                         double, int64_t)>();
-  return op;
-}
+using Quad = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 
-const auto& step_op() {
+const auto& transition_op() {
   static const auto op =
       c10::Dispatcher::singleton()
-          .findSchemaOrThrow("fused_hmc::hmc_step", "")
-          .typed<Pair(const Tensor&, const Tensor&, double, int64_t, c10::string_view,
-                      const std::optional<at::Generator>&, std::optional<int64_t>, int64_t)>();
+          .findSchemaOrThrow("fused_hmc::transition", "")
+          .typed<Quad(const Tensor&, const Tensor&, double, int64_t, c10::string_view,
+                      const std::optional<at::Generator>&, std::optional<int64_t>, int64_t,
+                      const std::optional<Tensor>&, const std::optional<Tensor>&, bool)>();
   return op;
 }
 
@@ -70,20 +68,37 @@ auto translating_errors(Call&& call) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("hmc_step_noise",
-        [](const Tensor& q, const Tensor& mu, const Tensor& momentum, const Tensor& uniform,
-           double step_size, int64_t num_steps) {
-          return translating_errors(
-              [&] { return step_noise_op().call(q, mu, momentum, uniform, step_size, num_steps); });
-        });
-  m.def("hmc_step",
+  m.def("transition",
         [](const Tensor& q, const Tensor& mu, double step_size, int64_t num_steps,
-           const std::string& rng, std::optional<at::Generator> generator,
-           std::optional<int64_t> seed, int64_t transition) {
+           const std::string& noise, std::optional<at::Generator> generator,
+           std::optional<int64_t> seed, int64_t transition, std::optional<Tensor> momentum,
+           std::optional<Tensor> uniform, bool trace) {
           return translating_errors([&] {
-            return step_op().call(q, mu, step_size, num_steps, rng, generator, seed, transition);
+            return transition_op().call(q, mu, step_size, num_steps, noise, generator, seed,
+                                        transition, momentum, uniform, trace);
           });
         });
+  // A compiled target's registry entry (a PyCapsule named "fused_hmc.TargetEntry" holding a
+  // const TargetEntry* of the module that made it, which stays loaded), so the run op finds it.
+  m.def("register_target", [](pybind11::capsule entry) {
+    if (std::string(entry.name() ? entry.name() : "") != "fused_hmc.TargetEntry") {
+      throw pybind11::type_error("register_target takes a fused_hmc.TargetEntry capsule");
+    }
+    fused_hmc::register_target(*entry.get_pointer<const fused_hmc::TargetEntry>());
+  });
+  m.def("target_names", &fused_hmc::registered_target_names);
+  m.def("chain_params_version", [] { return fused_hmc::kChainParamsVersion; });
+  m.def("limits", [] {
+    return std::map<std::string, int64_t>{
+        {"kMaxDenseDim", fused_hmc::kMaxDenseDim},
+        {"kMaxCudaDim", fused_hmc::kMaxCudaDim},
+        {"kMaxWarmupLength", fused_hmc::kMaxWarmupLength},
+        {"kMaxLeapfrogSteps", fused_hmc::kMaxLeapfrogSteps},
+        {"kInitBuffer", fused_hmc::kInitBuffer},
+        {"kBaseWindow", fused_hmc::kBaseWindow},
+        {"kTermBuffer", fused_hmc::kTermBuffer},
+        {"kMinWarmupForWindows", fused_hmc::kMinWarmupForWindows}};
+  });
   m.def("portable_exp", [](double x) { return fused_hmc::portable_exp(x); });
   m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });
   m.def("portable_exp_f32", [](float x) { return fused_hmc::portable_exp(x); });

@@ -1,5 +1,6 @@
 #include "transition_request.h"
 
+#include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
@@ -10,25 +11,36 @@
 
 namespace fused_hmc {
 
-NoiseMode parse_noise_mode(c10::string_view rng) {
-  if (rng == "philox") return NoiseMode::kPhilox;
-  if (rng == "torch") return NoiseMode::kTorch;
+NoiseMode parse_noise_mode(c10::string_view noise) {
+  if (noise == "philox") return NoiseMode::kPhilox;
+  if (noise == "torch") return NoiseMode::kTorch;
+  if (noise == "given") return NoiseMode::kGiven;
   throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                        message::join("rng must be \"philox\" or \"torch\", got \"",
-                                      std::string(rng), "\""));
+                        message::join("noise must be \"philox\", \"torch\" or \"given\", got \"",
+                                      std::string(noise), "\""));
 }
 
-namespace {
+void check_transition_noise(const at::Tensor& q, NoiseMode mode,
+                            const std::optional<at::Tensor>& momentum,
+                            const std::optional<at::Tensor>& uniform, std::optional<int64_t> seed,
+                            int64_t transition, bool has_generator) {
+  if (mode != NoiseMode::kGiven) {
+    FHMC_CHECK_VALUE(!momentum && !uniform, "momentum and uniform are the noise of noise=\"given\"; "
+                     "with noise=\"philox\" or \"torch\" the kernel draws its own");
+    check_stream_selection(mode, seed, transition, has_generator);
+    return;
+  }
+  FHMC_CHECK_VALUE(momentum && uniform, "noise=\"given\" needs momentum and uniform");
+  FHMC_CHECK_VALUE(!seed && !has_generator && transition == 0,
+                   "noise=\"given\" draws nothing: generator, seed and transition do not apply");
+  check_noise_inputs(q, *momentum, *uniform);
+}
 
-// The ops have no autograd formula: an input that requires grad would give outputs that require
-// grad and carry none.
 void check_not_differentiated(const at::Tensor& t, const char* name) {
   FHMC_CHECK_VALUE(!(t.requires_grad() && at::GradMode::is_enabled()), name,
                    " requires grad, but fused_hmc's transitions are not differentiable (the "
                    "outputs would carry no gradient); pass ", name, ".detach()");
 }
-
-}  // namespace
 
 void check_transition_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
                              int64_t num_leapfrog_steps) {
@@ -72,13 +84,18 @@ void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const a
 void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition,
                             bool has_generator) {
   FHMC_CHECK_VALUE(!seed.has_value() || mode == NoiseMode::kPhilox,
-                    "seed= keys the native stream and needs rng=\"philox\"");
+                    "seed= keys the native stream and needs noise=\"philox\"");
   FHMC_CHECK_VALUE(!(seed.has_value() && has_generator),
                     "pass seed= (an explicit stream) or generator= (a stream drawn from it), not "
                     "both: with seed= the generator would be ignored");
   FHMC_CHECK_VALUE(transition >= 0, "transition must be >= 0, got ", transition);
   FHMC_CHECK_VALUE(transition == 0 || seed.has_value(),
                     "transition= selects a transition of an explicitly seeded stream; pass seed= too");
+}
+
+at::Tensor untraced_momentum(const at::Tensor& q) { return at::empty({0}, q.options()); }
+at::Tensor untraced_uniform(const at::Tensor& q) {
+  return at::empty({0}, q.options().dtype(at::kFloat));
 }
 
 void check_dim_supported(const at::Tensor& q, int64_t max_dim, const char* backend) {

@@ -9,10 +9,21 @@
 
 namespace fused_hmc {
 
-enum class NoiseMode { kPhilox, kTorch };
+enum class NoiseMode { kPhilox, kTorch, kGiven };
 
-// "philox" or "torch"; anything else raises ValueError naming `rng`.
-NoiseMode parse_noise_mode(c10::string_view rng);
+// The ops have no autograd formula: an input that requires grad (while grad mode is on) would give
+// outputs that require grad and carry none.
+void check_not_differentiated(const at::Tensor& t, const char* name);
+
+// "philox", "torch" or "given"; anything else raises ValueError naming `noise`.
+NoiseMode parse_noise_mode(c10::string_view noise);
+
+// The transition op's noise arguments: "given" needs momentum and uniform (check_noise_inputs) and
+// no generator, seed or transition; the drawn modes take neither tensor, and check_stream_selection.
+void check_transition_noise(const at::Tensor& q, NoiseMode mode,
+                            const std::optional<at::Tensor>& momentum,
+                            const std::optional<at::Tensor>& uniform, std::optional<int64_t> seed,
+                            int64_t transition, bool has_generator);
 
 // q [B, d] float32/float64 (any strides), mu [d] of q's dtype and device, step_size finite > 0,
 // 1 <= num_leapfrog_steps <= INT32_MAX; q and mu not requiring grad while grad mode is on (the ops
@@ -28,6 +39,10 @@ void check_noise_inputs(const at::Tensor& q, const at::Tensor& momentum, const a
 // and generator= exclude each other.
 void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t transition,
                             bool has_generator);
+
+// The transition op's noise outputs when trace=False: [0] of q's dtype, and [0] float32.
+at::Tensor untraced_momentum(const at::Tensor& q);
+at::Tensor untraced_uniform(const at::Tensor& q);
 
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.

@@ -96,8 +96,6 @@ std::tuple<Tensor, Tensor> allocate_outputs(const Tensor& q) {
 std::tuple<Tensor, Tensor> hmc_step_noise_cpu(const Tensor& q, const Tensor& mu,
                                               const Tensor& momentum, const Tensor& uniform,
                                               double step_size, int64_t num_leapfrog_steps) {
-  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  check_noise_inputs(q, momentum, uniform);
   auto [q_new, accepted] = allocate_outputs(q);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_noise_cpu", [&] {
     const auto run = [&](auto uniform_tag) {
@@ -118,13 +116,11 @@ uint64_t draw_cpu_key(const std::optional<at::Generator>& generator) {
   return gen->random64();
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
+// A drawn transition's outputs and the noise it drew (arguments checked by transition_cpu).
+std::tuple<Tensor, Tensor, Tensor, Tensor> transition_drawn_cpu(
     const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    c10::string_view rng, const std::optional<at::Generator>& generator,
-    std::optional<int64_t> seed, int64_t transition) {
-  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  const NoiseMode mode = parse_noise_mode(rng);
-  check_stream_selection(mode, seed, transition, generator.has_value());
+    NoiseMode mode, const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
+    int64_t transition) {
   if (mode == NoiseMode::kTorch) {
     // The reference's draws, in its order, from the same generator; then the fused transition.
     // The traced momentum is contiguous, like every backend's (and the fake impl's).
@@ -148,37 +144,29 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cpu(
   return {q_new, accepted, momentum, uniform};
 }
 
-std::tuple<Tensor, Tensor> hmc_step_cpu(const Tensor& q, const Tensor& mu, double step_size,
-                                        int64_t num_leapfrog_steps, c10::string_view rng,
-                                        const std::optional<at::Generator>& generator,
-                                        std::optional<int64_t> seed, int64_t transition) {
-  auto [q_new, accepted, momentum, uniform] = hmc_step_traced_cpu(
-      q, mu, step_size, num_leapfrog_steps, rng, generator, seed, transition);
-  return {q_new, accepted};
-}
-
-Tensor philox4x32_cpu(const Tensor& counters, int64_t key) {
-  check_philox_counters(counters);
-  const Tensor in = counters.contiguous();
-  Tensor out = at::empty_like(in);
-  const auto* c = reinterpret_cast<const uint32_t*>(in.data_ptr<int32_t>());
-  auto* o = reinterpret_cast<uint32_t*>(out.data_ptr<int32_t>());
-  const auto k = static_cast<uint64_t>(key);
-  for (int64_t i = 0; i < in.size(0); ++i) {
-    const PhiloxBlock r = philox4x32_10({c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]},
-                                        static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32));
-    o[4 * i] = r.x, o[4 * i + 1] = r.y, o[4 * i + 2] = r.z, o[4 * i + 3] = r.w;
+// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
+std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cpu(
+    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
+    c10::string_view noise, const std::optional<at::Generator>& generator,
+    std::optional<int64_t> seed, int64_t transition, const std::optional<Tensor>& momentum,
+    const std::optional<Tensor>& uniform, bool trace) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  const NoiseMode mode = parse_noise_mode(noise);
+  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
+  if (mode == NoiseMode::kGiven) {
+    auto [q_new, accepted] =
+        hmc_step_noise_cpu(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
+    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+    return {q_new, accepted, momentum->contiguous(), *uniform};
   }
-  return out;
+  auto [q_new, accepted, drawn_momentum, drawn_uniform] =
+      transition_drawn_cpu(q, mu, step_size, num_leapfrog_steps, mode, generator, seed, transition);
+  if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+  return {q_new, accepted, drawn_momentum, drawn_uniform};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) {
-  m.impl("hmc_step_noise", &hmc_step_noise_cpu);
-  m.impl("hmc_step", &hmc_step_cpu);
-  m.impl("hmc_step_traced", &hmc_step_traced_cpu);
-  m.impl("philox4x32", &philox4x32_cpu);
-}
+TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) { m.impl("transition", &transition_cpu); }
 
 }  // namespace fused_hmc

@@ -3,8 +3,8 @@
 // A captured launch replays its arguments as they were at capture. Ops keyed by an explicit seed
 // (hmc_step / hmc_step_traced with seed=, run_chains, run_chains_tuned, warmup_chains) take their
 // transition indices as host integers, so every replay would redraw the same momenta and uniforms:
-// not a Markov chain. They refuse capture. Generator-seeded modes (rng="philox" without seed=, and
-// rng="torch") read the generator's seed and offset through philox_cuda_state, which a replay
+// not a Markov chain. They refuse capture. Generator-seeded modes (noise="philox" without seed=, and
+// noise="torch") read the generator's seed and offset through philox_cuda_state, which a replay
 // refills and advances, so they are replay-safe.
 #pragma once
 
@@ -24,7 +24,7 @@ inline void check_not_capturing_seeded(const char* op) {
                        " is keyed by an explicit seed and cannot be captured in a CUDA graph: its "
                        "transition indices are fixed at capture, so every replay would redraw the "
                        "same numbers. Run it eagerly, or capture a generator-seeded call "
-                       "(rng=\"philox\" without seed=, or rng=\"torch\"), which advances on "
+                       "(noise=\"philox\" without seed=, or noise=\"torch\"), which advances on "
                        "replay.");
 }
 

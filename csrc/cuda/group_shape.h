@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "../math/limits.h"
+
 namespace fused_hmc {
 
 constexpr int kWarp = 32;
@@ -15,7 +17,7 @@ constexpr int kMaxGroup = 256;
 constexpr int kMaxChunksPerThread = 4;
 // Each thread keeps its chunks of state (and in run_chains its Welford moments) in registers; above
 // 256 threads per chain a block could not hold them without spilling.
-constexpr int64_t kMaxCudaDim = int64_t{4} * kMaxGroup * kMaxChunksPerThread;  // 4096
+static_assert(kMaxCudaDim == int64_t{4} * kMaxGroup * kMaxChunksPerThread, "math/limits.h");
 
 template <int GROUP>
 struct GroupGeometry {
@@ -51,15 +53,6 @@ inline GroupShape choose_tuned_group_shape(int64_t dim) {
   const int64_t chunks = (dim + 3) / 4;
   if (chunks <= kMaxGroup) return {next_pow2(chunks), 1};
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
-}
-
-// The pooled warm-up's tiles: blocks' worth of chains (a power of two, so each tile's chains form a
-// subtree of the canonical pairwise sum over the chain index).
-inline int64_t pooled_warmup_tiles(int64_t batch, int64_t dim) {
-  const GroupShape shape = choose_tuned_group_shape(dim);
-  const int64_t chains_per_block =
-      shape.group <= kWarp ? kThreadsPerSmallGroupBlock / shape.group : 1;
-  return (batch + chains_per_block - 1) / chains_per_block;
 }
 
 }  // namespace fused_hmc

@@ -65,8 +65,6 @@ TransitionParams<scalar_t> base_params(const Tensor& q, const Tensor& mu, Output
 std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor& mu_in,
                                                const Tensor& momentum_in, const Tensor& uniform_in,
                                                double step_size, int64_t num_leapfrog_steps) {
-  check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
-  check_noise_inputs(q_in, momentum_in, uniform_in);
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
@@ -94,7 +92,7 @@ at::PhiloxCudaState reserve(const std::optional<at::Generator>& generator, uint6
   return gen->philox_cuda_state(increment);
 }
 
-// rng="torch" where the kernel's one-launch copy of torch's stream does not reproduce torch
+// noise="torch" where the kernel's one-launch copy of torch's stream does not reproduce torch
 // (torch_stream.h): torch's own draws, in the reference's order, then the external-noise kernel.
 Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double step_size,
                                     int64_t num_leapfrog_steps,
@@ -103,7 +101,7 @@ Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double st
   if (path == TorchStreamPath::kTorchDrawsSplit) {
     // one std::string argument: no ostream formatting (check_message.h says why)
     TORCH_WARN_ONCE(message::join(
-        "fused_hmc: rng=\"torch\" for q of shape ", q.sizes(), " (", q.scalar_type(),
+        "fused_hmc: noise=\"torch\" for q of shape ", q.sizes(), " (", q.scalar_type(),
         "): torch splits a draw beyond 32-bit indexing into several launches, each with its own "
         "generator reservation, which the in-kernel copy of its stream does not model; drawing "
         "with torch itself instead (exact, three launches instead of one)"));
@@ -115,17 +113,15 @@ Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double st
   return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
 }
 
+// A drawn transition (arguments checked by transition_cuda).
 Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
-                      int64_t num_leapfrog_steps, c10::string_view rng,
+                      int64_t num_leapfrog_steps, NoiseMode mode,
                       const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
                       int64_t transition, bool traced) {
-  check_transition_inputs(q_in, mu_in, step_size, num_leapfrog_steps);
-  const NoiseMode mode = parse_noise_mode(rng);
-  check_stream_selection(mode, seed, transition, generator.has_value());
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
-  if (seed) check_not_capturing_seeded(traced ? "hmc_step_traced" : "hmc_step");
+  if (seed) check_not_capturing_seeded("transition");
   if (mode == NoiseMode::kTorch) {
     const TorchStreamPath path = torch_stream_path(q_in);
     if (path != TorchStreamPath::kInKernel) {
@@ -167,21 +163,24 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
   return out;
 }
 
-std::tuple<Tensor, Tensor> hmc_step_cuda(const Tensor& q, const Tensor& mu, double step_size,
-                                         int64_t num_leapfrog_steps, c10::string_view rng,
-                                         const std::optional<at::Generator>& generator,
-                                         std::optional<int64_t> seed, int64_t transition) {
-  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
-                              transition, false);
-  return {out.q_new, out.accepted};
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor> hmc_step_traced_cuda(
+// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
+std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cuda(
     const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    c10::string_view rng, const std::optional<at::Generator>& generator,
-    std::optional<int64_t> seed, int64_t transition) {
-  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, rng, generator, seed,
-                              transition, true);
+    c10::string_view noise, const std::optional<at::Generator>& generator,
+    std::optional<int64_t> seed, int64_t transition, const std::optional<Tensor>& momentum,
+    const std::optional<Tensor>& uniform, bool trace) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  const NoiseMode mode = parse_noise_mode(noise);
+  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
+  if (mode == NoiseMode::kGiven) {
+    auto [q_new, accepted] =
+        hmc_step_noise_cuda(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
+    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+    return {q_new, accepted, momentum->contiguous(), *uniform};
+  }
+  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
+                              transition, trace);
+  if (!trace) return {out.q_new, out.accepted, untraced_momentum(q), untraced_uniform(q)};
   return {out.q_new, out.accepted, out.momentum, out.uniform};
 }
 
@@ -199,11 +198,7 @@ Tensor philox4x32_cuda(const Tensor& counters, int64_t key) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) {
-  m.impl("hmc_step_noise", &hmc_step_noise_cuda);
-  m.impl("hmc_step", &hmc_step_cuda);
-  m.impl("hmc_step_traced", &hmc_step_traced_cuda);
-  m.impl("philox4x32", &philox4x32_cuda);
-}
+TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("transition", &transition_cuda); }
+TORCH_LIBRARY_IMPL(fused_hmc_testing, CUDA, m) { m.impl("philox4x32", &philox4x32_cuda); }
 
 }  // namespace fused_hmc

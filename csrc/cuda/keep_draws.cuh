@@ -1,4 +1,4 @@
-// Device side of a long run's outputs (launch_params.h's RunOutputs): a group's kept draw, stored
+// Device side of a long run's outputs (math/chain_params.h's RunOutputs): a group's kept draw, stored
 // and folded into the Welford moments its threads hold in registers, and the per-chain moments'
 // loads and stores. Shared by run_chains and run_chains_tuned.
 #pragma once
@@ -8,7 +8,7 @@
 #include "../math/thinning.h"
 #include "../math/welford.h"
 #include "chunk_io.cuh"
-#include "launch_params.h"
+#include "../math/chain_params.h"
 
 namespace fused_hmc {
 

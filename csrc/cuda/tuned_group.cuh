@@ -1,21 +1,23 @@
-// Device side of the tuned samplers: one chain's transition (math/tuned_transition.h's canonical
+// Device side of the chain kernels: one chain's transition (math/transition.h's canonical
 // operations, bit for bit) by the chain's group of GROUP threads, each holding CHUNKS chunks of 4
-// coordinates in registers (chunk lane + c * GROUP, as in the other kernels).
-//
-// A dense target's force needs the whole position vector: the group writes it to `x_shared` (this
-// chain's [dim] of shared memory) and synchronises the block around every force evaluation. The
-// target kind is uniform over the launch, so every thread of a block takes the same branches and
-// reaches the same barriers, including the threads of chains past the batch.
+// coordinates in registers (chunk lane + c * GROUP), over any Target (math/target.h):
+//   kCoordinate  each thread forms its own coordinates' forces;
+//   kRow         (a dense Gaussian) the group writes the position to `x_shared` (this chain's [dim]
+//                of shared memory) and synchronises the block around every force evaluation; every
+//                thread of a block takes the same branches and reaches the same barriers, including
+//                the threads of chains past the batch;
+//   kPosition    (users' models) GROUP = 1: the thread holds the whole chain and hands the target
+//                its position as one array.
 #pragma once
 
 #include <cstdint>
 
 #include "../math/chunk_sum.h"
-#include "../math/gaussian_targets.h"
 #include "../math/mass_matrix.h"
 #include "../math/noise_streams.h"
 #include "../math/philox_transition.h"
-#include "../math/tuned_transition.h"
+#include "../math/target.h"
+#include "../math/transition.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
 
@@ -70,27 +72,31 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
 
 // What a chain's transition reads for the thread's coordinates: the inverse mass, kept in
 // registers for a whole call, and (for one-chunk shapes, where registers are plentiful) its
-// momentum scale, recomputed only when the mass changes, and a diagonal target's precision, so the
-// leapfrog touches no memory. Four-chunk shapes (d > 1024) compute them when needed instead.
-template <typename scalar_t, int CHUNKS>
+// momentum scale, recomputed only when the mass changes, and a coordinate target's coefficient, so
+// the leapfrog touches no memory. Shapes of several chunks compute them when needed instead.
+template <class Target, int CHUNKS>
 struct CoordinateCoefficients {
+  using scalar_t = typename Target::Scalar;
   static constexpr bool kCached = CHUNKS == 1;
+  static constexpr bool kCoefficients = Target::kForce == TargetForce::kCoordinate;
   scalar_t inv_mass[CHUNKS][4];
   scalar_t cached_scale[kCached ? CHUNKS : 1][4];
-  scalar_t cached_precision[kCached ? CHUNKS : 1][4];  // kDiagonal only
-  const scalar_t* precision_row;
+  scalar_t cached_coefficient[kCached && kCoefficients ? CHUNKS : 1][4];
   int64_t dim;
 
   template <int GROUP>
-  __device__ void load(const GaussianTarget<scalar_t>& target, const scalar_t* inv_mass_row,
+  __device__ void load(const Target& target, int64_t dim_, const scalar_t* inv_mass_row,
                        GroupSeat seat) {
-    precision_row = target.precision;
-    dim = target.dim;
+    dim = dim_;
     load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_row, seat, dim, false, scalar_t(1), inv_mass);
     if constexpr (kCached) {
-      if (target.kind == TargetKind::kDiagonal) {
-        load_group_row<scalar_t, GROUP, CHUNKS>(precision_row, seat, dim, false, scalar_t(1),
-                                                cached_precision);
+      if constexpr (kCoefficients) {
+        const int64_t j0 = seat.chunk_start(0, GROUP);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          cached_coefficient[0][e] =
+              seat.live && j0 + e < dim ? target.coefficient(j0 + e) : scalar_t(1);
+        }
       }
       update_scale();
     }
@@ -108,62 +114,89 @@ struct CoordinateCoefficients {
     return momentum_scale(inv_mass[c][e]);
   }
 
-  // f_j at x_j (chunk c, element e of the thread's) of a target that is not dense:
-  // GaussianTarget::force_at's operations, reading a diagonal target's precision only.
-  __device__ scalar_t local_force(TargetKind kind, int c, int e, int64_t j, scalar_t x) const {
-    if (kind != TargetKind::kDiagonal) return x;
-    if constexpr (kCached) return mul_rn(cached_precision[0][e], x);
-    return mul_rn(j < dim ? precision_row[j] : scalar_t(1), x);
+  // f_j at x_j (chunk c, element e of the thread's) of a kCoordinate target.
+  __device__ scalar_t local_force(const Target& target, int e, int64_t j, scalar_t x) const {
+    if constexpr (kCached) return target.force(x, cached_coefficient[0][e]);
+    return target.force(x, j < dim ? target.coefficient(j) : scalar_t(1));
   }
 };
 
-// f = force(x) for the thread's coordinates.
-template <typename scalar_t, int GROUP, int CHUNKS>
-__device__ __forceinline__ void group_forces(const GaussianTarget<scalar_t>& target, GroupSeat seat,
-                                             const CoordinateCoefficients<scalar_t, CHUNKS>& k,
-                                             const scalar_t (&x)[CHUNKS][4], scalar_t (&f)[CHUNKS][4],
-                                             scalar_t* x_shared) {
-  if (target.kind != TargetKind::kDense) {
+// f = force(x) for the thread's coordinates; returns U(x) for a kPosition target (0 otherwise).
+template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
+__device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat seat,
+                                                 const CoordinateCoefficients<Target, CHUNKS>& k,
+                                                 const scalar_t (&x)[CHUNKS][4],
+                                                 scalar_t (&f)[CHUNKS][4], scalar_t* x_shared) {
+  if constexpr (Target::kForce == TargetForce::kCoordinate) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = seat.chunk_start(c, GROUP);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f[c][e] = k.local_force(target, e, j0 + e, x[c][e]);
+    }
+    return scalar_t(0);
+  } else if constexpr (Target::kForce == TargetForce::kPosition) {
+    static_assert(GROUP == 1, "a kPosition target's chain lives in one thread");
+    scalar_t position[4 * CHUNKS], gradient[4 * CHUNKS];
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) position[4 * c + e] = x[c][e];
+    }
+    scalar_t u = scalar_t(0);
+    if (seat.live) u = -target.log_density_and_gradient(position, gradient);
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        f[c][e] = seat.live && 4 * c + e < k.dim ? -gradient[4 * c + e] : scalar_t(0);
+      }
+    }
+    return u;
+  } else {
+    __syncthreads();  // every thread has read the previous x
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        f[c][e] = k.local_force(target.kind, c, e, j0 + e, x[c][e]);
+        if (seat.live && j0 + e < k.dim) x_shared[j0 + e] = x[c][e];
       }
     }
-    return;
-  }
-  __syncthreads();  // every thread has read the previous x
+    __syncthreads();
 #pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (seat.live && j0 + e < target.dim) x_shared[j0 + e] = x[c][e];
+      for (int e = 0; e < 4; ++e) {
+        if (seat.live && j0 + e < k.dim) f[c][e] = target.row_force(j0 + e, x_shared);
+      }
     }
+    return scalar_t(0);
   }
-  __syncthreads();
+}
+
+// The thread's chunk of the target's shift (zeros for a target that is not shifted).
+template <class Target, typename scalar_t = typename Target::Scalar>
+__device__ __forceinline__ void load_shift(const Target& target, int64_t j0, int64_t dim,
+                                           scalar_t (&out)[4]) {
+  if constexpr (Target::kShifted) {
+    load_chunk(target.shift(), j0, dim, false, out);
+  } else {
 #pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (seat.live && j0 + e < target.dim) f[c][e] = target.force_at(x[c][e], j0 + e, x_shared);
-    }
+    for (int e = 0; e < 4; ++e) out[e] = scalar_t(0);
   }
 }
 
 // Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
 // the coefficients k and base step size `step_size` (the same in every thread of the group).
 // Every thread of the group gets the decision.
-template <typename scalar_t, int GROUP, int CHUNKS>
+template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
-    const GaussianTarget<scalar_t>& target, scalar_t (&q)[CHUNKS][4],
-    const CoordinateCoefficients<scalar_t, CHUNKS>& k, double step_size, double jitter,
-    int num_steps, scalar_t* x_shared) {
-  const int64_t dim = target.dim;
+    const Target& target, scalar_t (&q)[CHUNKS][4], const CoordinateCoefficients<Target, CHUNKS>& k,
+    double step_size, double jitter, int num_steps, scalar_t* x_shared) {
+  const int64_t dim = k.dim;
   float uniform = 0.0f;
   double eps_t = step_size;
   if (seat.lane == 0 && seat.live) {
@@ -184,14 +217,15 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     if (!seat.live || j0 >= dim) continue;
     scalar_t z[4];
     stream_chunk_momentum(stream, chain, transition, j0, dim, z);
-    load_chunk(target.mu, j0, dim, false, mu[c]);
+    load_shift(target, j0, dim, mu[c]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      x[c][e] = q[c][e] - mu[c][e];
+      x[c][e] = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
       p0[c][e] = mul_rn(z[e], k.scale(c, e));
     }
   }
-  group_forces<scalar_t, GROUP, CHUNKS>(target, seat, k, x, f0, x_shared);
+  const scalar_t u0 = group_forces<Target, GROUP, CHUNKS>(target, seat, k, x, f0, x_shared);
+  scalar_t u1 = u0;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
@@ -203,7 +237,7 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.inv_mass[c][e], steps.eps);
     }
-    group_forces<scalar_t, GROUP, CHUNKS>(target, seat, k, x, f, x_shared);
+    u1 = group_forces<Target, GROUP, CHUNKS>(target, seat, k, x, f, x_shared);
     const scalar_t h = i + 1 < num_steps ? steps.eps : steps.half_eps;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
@@ -212,28 +246,32 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     }
   }
 
-  // Only one-chunk shapes serve dense targets (d <= 256); the others recompute the diagonal forces
-  // at x0 and x here rather than hold them through the trajectory (fewer live registers).
-  constexpr bool kMayBeDense = CHUNKS == 1;
+  // Coordinate targets on shapes of several chunks recompute the forces at x0 and x here rather
+  // than hold them through the trajectory (fewer live registers).
+  constexpr bool kRecompute = CHUNKS > 1 && Target::kForce == TargetForce::kCoordinate;
   scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int64_t j0 = seat.chunk_start(c, GROUP);
     if (!seat.live || j0 >= dim) continue;
-    if constexpr (!kMayBeDense) load_chunk(target.mu, j0, dim, false, mu[c]);
+    if constexpr (kRecompute && Target::kShifted) load_shift(target, j0, dim, mu[c]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (j0 + e >= dim) continue;
-      const scalar_t x0 = q[c][e] - mu[c][e];
-      const scalar_t force0 = kMayBeDense ? f0[c][e] : k.local_force(target.kind, c, e, j0 + e, x0);
-      const scalar_t force1 =
-          kMayBeDense ? f[c][e] : k.local_force(target.kind, c, e, j0 + e, x[c][e]);
       p[c][e] = -p[c][e];
-      change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
-                                              k.inv_mass[c][e]);
+      if constexpr (Target::kQuadratic) {
+        const scalar_t x0 = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
+        const scalar_t force0 = kRecompute ? k.local_force(target, e, j0 + e, x0) : f0[c][e];
+        const scalar_t force1 = kRecompute ? k.local_force(target, e, j0 + e, x[c][e]) : f[c][e];
+        change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
+                                                k.inv_mass[c][e]);
+      } else {
+        change[c] += kinetic_change_twice(p0[c][e], p[c][e], k.inv_mass[c][e]);
+      }
     }
   }
-  const scalar_t change_sum = group_chunk_sum<GROUP>(change);
+  scalar_t change_sum = group_chunk_sum<GROUP>(change);
+  if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
   PhiloxDecision<scalar_t> decision{false, scalar_t(0)};
   if (seat.lane == 0 && seat.live) decision = philox_decide(uniform, change_sum);
   decision.accepted = group_broadcast<GROUP>(decision.accepted);
@@ -241,7 +279,7 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) q[c][e] = x[c][e] + mu[c][e];
+      for (int e = 0; e < 4; ++e) q[c][e] = Target::kShifted ? x[c][e] + mu[c][e] : x[c][e];
     }
   }
   return decision;

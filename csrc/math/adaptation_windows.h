@@ -17,13 +17,9 @@
 #include <cstdint>
 
 #include "host_device.h"
+#include "limits.h"
 
 namespace fused_hmc {
-
-constexpr int64_t kInitBuffer = 75;
-constexpr int64_t kTermBuffer = 50;
-constexpr int64_t kBaseWindow = 25;
-constexpr int64_t kMinWarmupForWindows = 20;
 
 struct WarmupWindows {
   int64_t num_warmup;

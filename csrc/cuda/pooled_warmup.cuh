@@ -1,4 +1,4 @@
-// CUDA kernel of warmup_chains with one pooled adaptation state (G = 1): a cooperative launch whose
+// The CUDA warm-up with one pooled adaptation state (G = 1), over any Target: a cooperative launch whose
 // blocks run tiles of chains (a block's worth each, a power of two) and meet at grid-wide barriers,
 // so no transition waits for the host.
 //
@@ -13,6 +13,8 @@
 //
 // The chains' state lives in global memory between transitions (a block may run several tiles);
 // the shared inverse mass lives in shared memory, the step size and dual averaging in registers.
+#pragma once
+
 #include <cooperative_groups.h>
 
 #include "../math/adaptation_windows.h"
@@ -20,12 +22,13 @@
 #include "../math/dual_averaging.h"
 #include "../math/mass_matrix.h"
 #include "../math/welford.h"
+#include "../math/chain_params.h"
 #include "chain_group.cuh"
-#include "launch_params.h"
+#include "chain_shape.cuh"
 #include "tuned_group.cuh"
 
 namespace fused_hmc {
-namespace {
+namespace pooled_warmup {
 
 namespace cg = cooperative_groups;
 
@@ -35,7 +38,7 @@ namespace cg = cooperative_groups;
 // pairwise (IEEE addition commutes, so every lane holds the same bits), and each thread combines
 // the warps' sums pairwise from shared memory; zero padding changes no value. scratch: one double
 // per warp of shared memory.
-__device__ double block_pairwise_sum(const double* values, int64_t n, int64_t stride,
+__device__ inline double block_pairwise_sum(const double* values, int64_t n, int64_t stride,
                                      double* scratch) {
   constexpr int kMaxWarps = kMaxGroup / kWarp;
   const int warps = blockDim.x / kWarp;
@@ -75,13 +78,15 @@ struct TileSeat {
   }
 };
 
-template <typename scalar_t, int GROUP, int CHUNKS>
+template <class Target, int GROUP, int CHUNKS>
 class PooledWarmup {
  public:
+  using scalar_t = typename Target::Scalar;
   static constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
 
-  __device__ PooledWarmup(const WarmupParams<scalar_t>& p, double* scratch)
-      : p_(p), c_(p.chains), scratch_(scratch), tiles_((p.chains.batch + kChains - 1) / kChains) {
+  __device__ PooledWarmup(const Target& target, const WarmupParams<scalar_t>& p, double* scratch)
+      : target_(target), p_(p), c_(p.chains), scratch_(scratch),
+        tiles_((p.chains.batch + kChains - 1) / kChains) {
     inv_mass_ = tuned_shared_memory<scalar_t>();
     x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
     for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
@@ -102,11 +107,11 @@ class PooledWarmup {
       scalar_t* q_row = c_.q + (at.seat.live ? at.chain : 0) * c_.dim;
       scalar_t q[CHUNKS][4];
       load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0), q);
-      CoordinateCoefficients<scalar_t, CHUNKS> coefficients;
-      coefficients.template load<GROUP>(c_.target, inv_mass_, at.seat);
-      const auto decision = group_tuned_transition<scalar_t, GROUP, CHUNKS>(
+      CoordinateCoefficients<Target, CHUNKS> coefficients;
+      coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
+      const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
           c_.stream, static_cast<uint64_t>(c_.chain_offset + at.chain), static_cast<uint64_t>(t),
-          at.seat, c_.target, q, coefficients, step_size, c_.jitter, c_.num_steps, x_shared_);
+          at.seat, target_, q, coefficients, step_size, c_.jitter, c_.num_steps, x_shared_);
       if (at.seat.lane == 0) {
         chain_accept[threadIdx.x / GROUP] =
             at.seat.live ? static_cast<double>(decision.accept_prob) : 0.0;
@@ -191,20 +196,21 @@ class PooledWarmup {
     }
   }
 
+  const Target& target_;
   const WarmupParams<scalar_t>& p_;
-  const TunedChainsParams<scalar_t>& c_;
+  const ChainBatch<scalar_t>& c_;
   double* scratch_;
   int64_t tiles_;
   scalar_t* inv_mass_;  // shared memory [dim]
   scalar_t* x_shared_;  // a dense target's position vector of this thread's chain
 };
 
-template <typename scalar_t, int GROUP, int CHUNKS>
+template <class Target, int GROUP, int CHUNKS>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
-    warmup_pooled_kernel(const WarmupParams<scalar_t> p) {
+    warmup_pooled_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
   __shared__ double scratch[GroupGeometry<GROUP>::kThreads / kWarp];
   cg::grid_group grid = cg::this_grid();
-  PooledWarmup<scalar_t, GROUP, CHUNKS> warmup(p, scratch);
+  PooledWarmup<Target, GROUP, CHUNKS> warmup(target, p, scratch);
   double step_size = p.chains.step_size[0];
   DualAveraging averaging = p.dual_averaging[0];
   const int64_t tiles = (p.chains.batch + GroupGeometry<GROUP>::kChainsPerBlock - 1) /
@@ -233,18 +239,29 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
 }
 
-}  // namespace
+}  // namespace pooled_warmup
 
-template <typename scalar_t>
-cudaError_t launch_warmup_pooled(const WarmupParams<scalar_t>& p, cudaStream_t stream) {
+// The pooled warm-up's tiles: blocks' worth of chains (a power of two, so each tile's chains form
+// a subtree of the canonical pairwise sum over the chain index); its scratch arrays are sized by it.
+template <class Target>
+inline int64_t pooled_warmup_tiles(int64_t batch, int64_t dim) {
+  const int64_t chains = chains_per_block<Target>(dim);
+  return (batch + chains - 1) / chains;
+}
+
+template <class Target>
+cudaError_t launch_warmup_pooled(const Target& target,
+                                 const WarmupParams<typename Target::Scalar>& p,
+                                 cudaStream_t stream) {
+  using scalar_t = typename Target::Scalar;
   cudaError_t status = cudaSuccess;
-  with_tuned_group_shape(choose_tuned_group_shape(p.chains.dim), [&](auto group, auto chunks) {
+  with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     using Geometry = GroupGeometry<G>;
-    const auto kernel = warmup_pooled_kernel<scalar_t, G, C>;
-    const int64_t tiles = pooled_warmup_tiles(p.chains.batch, p.chains.dim);
+    const auto kernel = pooled_warmup::warmup_pooled_kernel<Target, G, C>;
+    const int64_t tiles = pooled_warmup_tiles<Target>(p.chains.batch, p.chains.dim);
     const size_t shared = ((p.chains.dim + 3) / 4 * 4) * sizeof(scalar_t) +
-                          dense_shared_bytes(p.chains, Geometry::kChainsPerBlock);
+                          target_shared_bytes<Target>(p.chains.dim, Geometry::kChainsPerBlock);
     int per_sm = 0;
     status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry::kThreads,
                                                            shared);
@@ -255,14 +272,11 @@ cudaError_t launch_warmup_pooled(const WarmupParams<scalar_t>& p, cudaStream_t s
       return;
     }
     const dim3 blocks(static_cast<unsigned>(tiles < resident ? tiles : resident));
-    void* args[] = {const_cast<WarmupParams<scalar_t>*>(&p)};
+    void* args[] = {const_cast<Target*>(&target), const_cast<WarmupParams<scalar_t>*>(&p)};
     status = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks,
                                          dim3(Geometry::kThreads), args, shared, stream);
   });
   return status;
 }
-
-template cudaError_t launch_warmup_pooled<float>(const WarmupParams<float>&, cudaStream_t);
-template cudaError_t launch_warmup_pooled<double>(const WarmupParams<double>&, cudaStream_t);
 
 }  // namespace fused_hmc

@@ -1,0 +1,239 @@
+// The CPU chain launchers over any Target (math/target.h), as templates a library instantiates for
+// its targets (cpu/builtin_targets.cpp; users' modules): sampling, and warm-up per chain or pooled.
+// The per-chain math is math/transition.h's, as the CUDA kernels compute it.
+//
+// Sampling and per-chain warm-up run chains in parallel, each through all of the call's
+// transitions. A shared adaptation state (G = 1) pools every chain: transitions run one at a time
+// over all chains in parallel, then the mean acceptance statistic feeds the one dual averaging, and
+// at a slow window's end the chains' window moments pool into one inverse mass, all inside the call
+// (no host round trip per transition). Pooled sums run over the chain index in chunk_sum.h's
+// pairwise order, so the result depends on neither the thread count nor the backend.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../math/adaptation_windows.h"
+#include "../math/chain_params.h"
+#include "../math/chunk_sum.h"
+#include "../math/dual_averaging.h"
+#include "../math/mass_matrix.h"
+#include "../math/target.h"
+#include "../math/thinning.h"
+#include "../math/transition.h"
+#include "../math/welford.h"
+
+namespace fused_hmc {
+namespace chains_cpu {
+
+// One worker's trajectory arrays (6 x [d]), reused across its chains and transitions.
+template <typename scalar_t>
+class TrajectoryArrays {
+ public:
+  explicit TrajectoryArrays(int64_t dim) : storage_(6 * dim), dim_(dim) {}
+  TrajectoryScratch<scalar_t> scratch() {
+    scalar_t* s = storage_.data();
+    return {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_, s + 5 * dim_};
+  }
+
+ private:
+  std::vector<scalar_t> storage_;
+  int64_t dim_;
+};
+
+// Chains per parallel task: a few chains when a call runs few transitions.
+inline int64_t grain(int64_t num_transitions) {
+  return std::max<int64_t>(1, 16 / std::max<int64_t>(1, num_transitions));
+}
+
+// After transition t of chain b: when t is kept, stores the state q [dim] as this call's kept draw
+// k = kept_before(t) - first_kept and folds it into mean/m2 [dim] with count kept_before + k + 1.
+template <typename scalar_t>
+void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t t, int64_t first_kept,
+               const scalar_t* q, int64_t dim, double* mean, double* m2) {
+  if (!is_kept(t, out.thin)) return;
+  const int64_t k = kept_before(t, out.thin) - first_kept;
+  const DrawSink<scalar_t>& sink = out.sink;
+  if (sink.samples != nullptr) {
+    scalar_t* row = sink.samples + b * sink.chain_stride + k * sink.draw_stride;
+    for (int64_t j = 0; j < dim; ++j) row[j * sink.dim_stride] = q[j];
+  }
+  const double inv_count = 1.0 / static_cast<double>(out.kept_before + k + 1);
+  for (int64_t j = 0; j < dim; ++j) welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
+}
+
+template <class Target, typename scalar_t = typename Target::Scalar>
+void sample(const Target& target, const SamplingParams<scalar_t>& p) {
+  const ChainBatch<scalar_t>& c = p.chains;
+  const int64_t first_kept = kept_before(c.first_transition, p.out.thin);
+  const int64_t end_transition = c.first_transition + c.num_transitions;
+  at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
+    TrajectoryArrays<scalar_t> arrays(c.dim);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t g = c.groups == 1 ? 0 : b;
+      const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
+      scalar_t* q = c.q + b * c.dim;
+      double* mean = p.out.mean + b * c.dim;
+      double* m2 = p.out.m2 + b * c.dim;
+      int64_t accept_count = p.out.accept_count[b];
+      double accept_prob_sum = p.out.accept_prob_sum[b];
+      for (int64_t t = c.first_transition; t < end_transition; ++t) {
+        const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
+                                               c.dim, q, c.inv_mass + g * c.dim, c.step_size[g],
+                                               c.jitter, c.num_steps, arrays.scratch());
+        accept_count += decision.accepted ? 1 : 0;
+        accept_prob_sum += decision.accept_prob;
+        keep_draw(p.out, b, t, first_kept, q, c.dim, mean, m2);
+      }
+      p.out.accept_count[b] = accept_count;
+      p.out.accept_prob_sum[b] = accept_prob_sum;
+    }
+  });
+}
+
+template <class Target>
+class Warmup {
+ public:
+  using scalar_t = typename Target::Scalar;
+
+  Warmup(const Target& target, const WarmupParams<scalar_t>& p) : target_(target), p_(p), c_(p.chains) {}
+
+  // Chain b's transition t, and its draw folded into its window moments; returns min(1, alpha).
+  double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {
+    const int64_t g = c_.groups == 1 ? 0 : b;
+    scalar_t* q = c_.q + b * c_.dim;
+    const auto decision = chain_transition(
+        c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t), target_,
+        c_.dim, q, c_.inv_mass + g * c_.dim, c_.step_size[g], c_.jitter, c_.num_steps,
+        arrays.scratch());
+    const SlowWindow window = slow_window_of(p_.windows, t - p_.warmup_start);
+    if (p_.adapt_mass_matrix && window.start >= 0) {
+      const double inv_count = 1.0 / static_cast<double>(t - p_.warmup_start - window.start + 1);
+      double* mean = p_.window_mean + b * c_.dim;
+      double* m2 = p_.window_m2 + b * c_.dim;
+      for (int64_t j = 0; j < c_.dim; ++j) {
+        welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
+      }
+    }
+    return static_cast<double>(decision.accept_prob);
+  }
+
+  // Dual averaging of group g after transition t with acceptance statistic `accept_stat`.
+  void adapt_step_size(int64_t g, int64_t t, double accept_stat) const {
+    if (!p_.adapt_step_size) return;
+    const int64_t i = t - p_.warmup_start;
+    const int64_t n = i - dual_averaging_start(p_.windows, i, p_.adapt_mass_matrix) + 1;
+    c_.step_size[g] = dual_averaging_update(p_.dual_averaging[g], n, accept_stat,
+                                            p_.target_accept, c_.step_size[g]);
+    if (i == p_.windows.num_warmup - 1) c_.step_size[g] = dual_averaging_final(p_.dual_averaging[g]);
+  }
+
+  bool ends_window(int64_t t) const {
+    return p_.adapt_mass_matrix && ends_slow_window(p_.windows, t - p_.warmup_start);
+  }
+
+  double window_draws(int64_t t) const {
+    const int64_t i = t - p_.warmup_start;
+    return static_cast<double>(i - slow_window_of(p_.windows, i).start + 1);
+  }
+
+  // Chain b's own inverse mass from its window, and a fresh window.
+  void update_own_inverse_mass(int64_t b, int64_t t) const {
+    const double n = window_draws(t);
+    scalar_t* inv_mass = c_.inv_mass + b * c_.dim;
+    for (int64_t j = 0; j < c_.dim; ++j) {
+      const double var = p_.window_m2[b * c_.dim + j] / (n - 1.0);
+      inv_mass[j] = adapted_inverse_mass(var, n, inv_mass[j]);
+    }
+    reset_window(b);
+  }
+
+  // The shared inverse mass from every chain's window, and fresh windows.
+  void update_pooled_inverse_mass(int64_t t) const {
+    const double n = window_draws(t);
+    const double chains = static_cast<double>(c_.batch);
+    for (int64_t j = 0; j < c_.dim; ++j) {
+      PairwiseChunkSum<double> mean_sum;
+      for (int64_t b = 0; b < c_.batch; ++b) mean_sum.add(p_.window_mean[b * c_.dim + j]);
+      const double grand = mean_sum.total() / chains;
+      PairwiseChunkSum<double> m2_sum;
+      for (int64_t b = 0; b < c_.batch; ++b) {
+        m2_sum.add(pooled_m2_term(p_.window_m2[b * c_.dim + j], p_.window_mean[b * c_.dim + j],
+                                  grand, n));
+      }
+      const double draws = n * chains;
+      c_.inv_mass[j] = adapted_inverse_mass(m2_sum.total() / (draws - 1.0), draws, c_.inv_mass[j]);
+    }
+    for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
+  }
+
+ private:
+  void reset_window(int64_t b) const {
+    std::fill(p_.window_mean + b * c_.dim, p_.window_mean + (b + 1) * c_.dim, 0.0);
+    std::fill(p_.window_m2 + b * c_.dim, p_.window_m2 + (b + 1) * c_.dim, 0.0);
+  }
+
+  const Target& target_;
+  const WarmupParams<scalar_t>& p_;
+  const ChainBatch<scalar_t>& c_;
+};
+
+template <class Target>
+void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
+  const int64_t end_transition = c.first_transition + c.num_transitions;
+  at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
+    TrajectoryArrays<typename Target::Scalar> arrays(c.dim);
+    for (int64_t b = begin; b < end; ++b) {
+      for (int64_t t = c.first_transition; t < end_transition; ++t) {
+        warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays));
+        if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t);
+      }
+    }
+  });
+}
+
+template <class Target>
+void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
+  std::vector<double> accept_stats(c.batch);
+  std::vector<TrajectoryArrays<typename Target::Scalar>> arrays(
+      at::get_num_threads(), TrajectoryArrays<typename Target::Scalar>(c.dim));
+  const int64_t grain = std::max<int64_t>(1, c.batch / (4 * at::get_num_threads()));
+  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    at::parallel_for(0, c.batch, grain, [&](int64_t begin, int64_t end) {
+      auto& mine = arrays[at::get_thread_num()];
+      for (int64_t b = begin; b < end; ++b) accept_stats[b] = warmup.transition(b, t, mine);
+    });
+    PairwiseChunkSum<double> sum;
+    for (const double a : accept_stats) sum.add(a);
+    warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));
+    if (warmup.ends_window(t)) warmup.update_pooled_inverse_mass(t);
+  }
+}
+
+template <class Target, typename scalar_t = typename Target::Scalar>
+void warmup(const Target& target, const WarmupParams<scalar_t>& p) {
+  const Warmup<Target> w(target, p);
+  if (p.chains.groups == 1) {
+    warmup_pooled(w, p.chains);
+  } else {
+    warmup_per_chain(w, p.chains);
+  }
+}
+
+}  // namespace chains_cpu
+
+// The type-erased launchers of a target's registry entry (ops/target_registry.h).
+template <class Target>
+void sample_cpu(const TargetTensors& tensors, const SamplingParams<typename Target::Scalar>& p) {
+  chains_cpu::sample(Target::make(tensors, p.chains.dim), p);
+}
+
+template <class Target>
+void warmup_cpu(const TargetTensors& tensors, const WarmupParams<typename Target::Scalar>& p) {
+  chains_cpu::warmup(Target::make(tensors, p.chains.dim), p);
+}
+
+}  // namespace fused_hmc

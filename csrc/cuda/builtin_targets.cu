@@ -1,0 +1,25 @@
+// The built-in targets' CUDA launchers (csrc/targets.def), registered at load.
+#include "../math/targets/dense_gaussian.h"
+#include "../math/targets/diagonal_gaussian.h"
+#include "../math/targets/standard_gaussian.h"
+#include "../ops/target_registry.h"
+#include "chain_launchers.cuh"
+
+namespace fused_hmc {
+namespace {
+
+template <template <typename> class Target>
+bool register_cuda() {
+  TargetEntry entry = target_entry<Target>();
+  set_cuda_launchers<Target<float>>(entry.f32);
+  set_cuda_launchers<Target<double>>(entry.f64);
+  register_target(entry);
+  return true;
+}
+
+#define FHMC_TARGET(T) const bool registered_##T = register_cuda<T>();
+#include "../targets.def"
+#undef FHMC_TARGET
+
+}  // namespace
+}  // namespace fused_hmc

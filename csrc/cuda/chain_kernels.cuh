@@ -1,0 +1,207 @@
+// The persistent chain kernels over any Target (math/target.h), as templates a library
+// instantiates for its targets (cuda/gaussian_chains.cu; users' modules):
+//   sampling_kernel       transitions with kept draws, Welford moments and acceptance statistics
+//                         (state and moments in registers for the whole call);
+//   warmup_per_chain_kernel  one adaptation state per chain (G = B): the transition, then the
+//                         chain's own window moments, dual averaging and inverse-mass updates, all
+//                         in registers for the whole call;
+// and their launchers. Chunking and batch splits change no bit; the operations are the CPU build's
+// (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
+#pragma once
+
+#include "../math/adaptation_windows.h"
+#include "../math/chain_params.h"
+#include "../math/dual_averaging.h"
+#include "../math/mass_matrix.h"
+#include "../math/thinning.h"
+#include "../math/welford.h"
+#include "chain_shape.cuh"
+#include "keep_draws.cuh"
+#include "tuned_group.cuh"
+
+namespace fused_hmc {
+namespace chain_kernels {
+
+template <class Target, int GROUP, int CHUNKS>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
+    sampling_kernel(const Target target, const SamplingParams<typename Target::Scalar> p) {
+  using scalar_t = typename Target::Scalar;
+  const ChainBatch<scalar_t>& c = p.chains;
+  const int slot = threadIdx.x / GROUP;
+  const int64_t chain =
+      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + slot;
+  const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
+  const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
+  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+
+  scalar_t q[CHUNKS][4];
+  load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
+                                          scalar_t(0), q);
+  CoordinateCoefficients<Target, CHUNKS> coefficients;
+  coefficients.template load<GROUP>(target, c.dim, c.inv_mass + g * c.dim, seat);
+  const double step_size = c.step_size[g];
+  // Shapes of several chunks keep the moments in memory, touched on kept transitions only: in
+  // registers they would spill.
+  constexpr bool kMomentsInRegisters = CHUNKS == 1;
+  double mean[CHUNKS][4], m2[CHUNKS][4];
+  if (kMomentsInRegisters && seat.live) {
+    transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
+  }
+  int64_t accept_count = 0;
+  double accept_prob_sum = seat.lane == 0 && seat.live ? p.out.accept_prob_sum[chain] : 0.0;
+  const int64_t first_kept = kept_before(c.first_transition, p.out.thin);
+  const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
+
+  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
+        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
+        step_size, c.jitter, c.num_steps, x_shared);
+    if (!seat.live) continue;
+    accept_count += decision.accepted ? 1 : 0;
+    accept_prob_sum += static_cast<double>(decision.accept_prob);
+    if (!kMomentsInRegisters && is_kept(t, p.out.thin)) {
+      transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
+    }
+    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, t, first_kept, seat.lane, c.dim, q, mean,
+                                             m2);
+    if (!kMomentsInRegisters && is_kept(t, p.out.thin)) {
+      transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
+    }
+  }
+
+  if (!seat.live) return;
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  if (kMomentsInRegisters) {
+    transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
+  }
+  if (seat.lane == 0) {
+    p.out.accept_count[chain] += accept_count;
+    p.out.accept_prob_sum[chain] = accept_prob_sum;
+  }
+}
+
+template <class Target, int GROUP, int CHUNKS>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
+    warmup_per_chain_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
+  using scalar_t = typename Target::Scalar;
+  const ChainBatch<scalar_t>& c = p.chains;
+  const int slot = threadIdx.x / GROUP;
+  const int64_t chain =
+      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + slot;
+  const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
+  const int64_t row = seat.live ? chain : 0;
+  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+
+  scalar_t q[CHUNKS][4];
+  load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,
+                                          scalar_t(0), q);
+  CoordinateCoefficients<Target, CHUNKS> coefficients;
+  coefficients.template load<GROUP>(target, c.dim, c.inv_mass + row * c.dim, seat);
+  auto& inv_mass = coefficients.inv_mass;
+  double mean[CHUNKS][4], m2[CHUNKS][4];
+  if (seat.live) {
+    transfer_moments<GROUP, CHUNKS, false>(p.window_mean, p.window_m2, chain, seat.lane, c.dim,
+                                           mean, m2);
+  }
+  const bool owner = seat.lane == 0 && seat.live;
+  double step_size = c.step_size[row];
+  DualAveraging averaging = owner ? p.dual_averaging[chain] : DualAveraging{0.0, 0.0, 0.0};
+  const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
+
+  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    step_size = group_broadcast<GROUP>(step_size);
+    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
+        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
+        step_size, c.jitter, c.num_steps, x_shared);
+    if (!seat.live) continue;
+    const int64_t i = t - p.warmup_start;
+    const SlowWindow window = slow_window_of(p.windows, i);
+    const bool in_window = p.adapt_mass_matrix && window.start >= 0;
+    const double draws = static_cast<double>(i - window.start + 1);
+    if (in_window) {
+      const double inv_count = 1.0 / draws;
+#pragma unroll
+      for (int k = 0; k < CHUNKS; ++k) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          welford_update(mean[k][e], m2[k][e], static_cast<double>(q[k][e]), inv_count);
+        }
+      }
+    }
+    if (p.adapt_step_size && owner) {
+      const int64_t n = i - dual_averaging_start(p.windows, i, p.adapt_mass_matrix) + 1;
+      step_size = dual_averaging_update(averaging, n, static_cast<double>(decision.accept_prob),
+                                        p.target_accept, step_size);
+      if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
+    }
+    if (in_window && window.end == i) {
+#pragma unroll
+      for (int k = 0; k < CHUNKS; ++k) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          inv_mass[k][e] = adapted_inverse_mass(m2[k][e] / (draws - 1.0), draws, inv_mass[k][e]);
+          mean[k][e] = 0.0;
+          m2[k][e] = 0.0;
+        }
+      }
+      coefficients.update_scale();
+    }
+  }
+
+  if (!seat.live) return;
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
+                                           inv_mass);
+  transfer_moments<GROUP, CHUNKS, true>(p.window_mean, p.window_m2, chain, seat.lane, c.dim, mean,
+                                        m2);
+  if (owner) {
+    c.step_size[chain] = step_size;
+    p.dual_averaging[chain] = averaging;
+  }
+}
+
+// An ordinary launch of `kernel` over the batch's chains, GROUP threads each.
+template <class Target, int GROUP, typename Kernel, typename Params>
+cudaError_t launch_over_chains(Kernel kernel, const Target& target, const Params& p,
+                               cudaStream_t stream) {
+  using Geometry = GroupGeometry<GROUP>;
+  const auto blocks = static_cast<unsigned>((p.chains.batch + Geometry::kChainsPerBlock - 1) /
+                                            Geometry::kChainsPerBlock);
+  const size_t shared = target_shared_bytes<Target>(p.chains.dim, Geometry::kChainsPerBlock);
+  if (shared > 48 * 1024) {
+    const cudaError_t status = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (status != cudaSuccess) return status;
+  }
+  kernel<<<blocks, Geometry::kThreads, shared, stream>>>(target, p);
+  return cudaGetLastError();
+}
+
+}  // namespace chain_kernels
+
+template <class Target>
+cudaError_t launch_sampling(const Target& target, const SamplingParams<typename Target::Scalar>& p,
+                            cudaStream_t stream) {
+  cudaError_t status = cudaSuccess;
+  with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    status = chain_kernels::launch_over_chains<Target, G>(
+        chain_kernels::sampling_kernel<Target, G, C>, target, p, stream);
+  });
+  return status;
+}
+
+template <class Target>
+cudaError_t launch_warmup_per_chain(const Target& target,
+                                    const WarmupParams<typename Target::Scalar>& p,
+                                    cudaStream_t stream) {
+  cudaError_t status = cudaSuccess;
+  with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    status = chain_kernels::launch_over_chains<Target, G>(
+        chain_kernels::warmup_per_chain_kernel<Target, G, C>, target, p, stream);
+  });
+  return status;
+}
+
+}  // namespace fused_hmc

@@ -1,0 +1,48 @@
+// How a Target's chains map onto CUDA threads (group_shape.h's groups), its shared memory, and the
+// dispatch onto the compiled shapes: one place for every chain kernel (sampling, per-chain and
+// pooled warm-up).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../math/target.h"
+#include "chain_group.cuh"
+#include "group_shape.h"
+
+namespace fused_hmc {
+
+// A kPosition target's chain lives in one thread (its chunks cover the compiled dimension); the
+// others take choose_tuned_group_shape's groups.
+template <class Target>
+inline GroupShape chain_group_shape(int64_t dim) {
+  if constexpr (Target::kForce == TargetForce::kPosition) return {1, int((Target::kFixedDim + 3) / 4)};
+  return choose_tuned_group_shape(dim);
+}
+
+template <class Target, typename Launch>
+void with_chain_shape(int64_t dim, Launch&& launch) {
+  if constexpr (Target::kForce == TargetForce::kPosition) {
+    static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
+    launch(std::integral_constant<int, 1>{},
+           std::integral_constant<int, int((Target::kFixedDim + 3) / 4)>{});
+  } else {
+    with_tuned_group_shape(choose_tuned_group_shape(dim), launch);
+  }
+}
+
+template <class Target>
+inline int64_t chains_per_block(int64_t dim) {
+  const GroupShape shape = chain_group_shape<Target>(dim);
+  return shape.group <= kWarp ? kThreadsPerSmallGroupBlock / shape.group : 1;
+}
+
+// The chains' shared memory: a kRow target's position vector of each chain of a block.
+template <class Target>
+inline size_t target_shared_bytes(int64_t dim, int chains) {
+  if constexpr (Target::kForce != TargetForce::kRow) return 0;
+  return static_cast<size_t>(chains) * static_cast<size_t>(dim) *
+         sizeof(typename Target::Scalar);
+}
+
+}  // namespace fused_hmc

@@ -1,0 +1,82 @@
+// What the run op hands a target's chain launchers (CPU, CUDA, and users' compiled modules): plain
+// structs of pointers and sizes, torch-free and identical in every build, so a launcher compiled in
+// another library reads them as the main library wrote them (ops/target_registry.h). The target
+// itself is not here: each launcher builds its Target from the op's TargetTensors (target.h).
+#pragma once
+
+#include <cstdint>
+
+#include "adaptation_windows.h"
+#include "dual_averaging.h"
+#include "noise_streams.h"
+
+namespace fused_hmc {
+
+// Bumped whenever a struct below changes, so a stale compiled user module is refused.
+constexpr int kChainParamsVersion = 1;
+
+// Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
+inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
+  return dim % 4 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0 && (dim * itemsize) % 16 == 0;
+}
+
+// The chains of a call: state q [B, d] (contiguous, read and written), step_size [G] float64 and
+// inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the philox stream (chain b is
+// stream chain chain_offset + b) and the transitions [first_transition, + num_transitions).
+template <typename scalar_t>
+struct ChainBatch {
+  scalar_t* q;
+  double* step_size;
+  scalar_t* inv_mass;
+  int64_t groups;
+  double jitter;
+  int num_steps;
+  PhiloxStream stream;
+  int64_t batch, dim, chain_offset, first_transition, num_transitions;
+  bool vectorized;  // rows of q 16-byte aligned
+};
+
+// Where a long run's kept draws go: samples[b, k, :] (any strides), or nowhere (null).
+template <typename scalar_t>
+struct DrawSink {
+  scalar_t* samples;
+  int64_t chain_stride, draw_stride, dim_stride;
+  bool vectorized;  // unit dim stride and every row 16-byte aligned
+};
+
+// What sampling accumulates besides the state: kept draws, their float64 Welford moments, and the
+// acceptance statistics of every transition.
+template <typename scalar_t>
+struct RunOutputs {
+  DrawSink<scalar_t> sink;
+  double* mean;              // [B, d] Welford mean, read and written
+  double* m2;                // [B, d] Welford sum of squared deviations, read and written
+  int64_t* accept_count;     // [B]
+  double* accept_prob_sum;   // [B]
+  int64_t thin, kept_before;
+};
+
+template <typename scalar_t>
+struct SamplingParams {
+  ChainBatch<scalar_t> chains;
+  RunOutputs<scalar_t> out;
+};
+
+// Warm-up's adaptation state; the scratch arrays serve the pooled (G = 1) CUDA kernel only.
+template <typename scalar_t>
+struct WarmupParams {
+  ChainBatch<scalar_t> chains;
+  WarmupWindows windows;
+  int64_t warmup_start;
+  double target_accept;
+  bool adapt_step_size, adapt_mass_matrix;
+  DualAveraging* dual_averaging;  // [G]
+  double* window_mean;            // [B, d]
+  double* window_m2;              // [B, d]
+  double* tile_accept;            // [2, tiles]: each tile's sum of acceptance statistics
+  double* tile_moments;           // [tiles, d]: each tile's per-coordinate window sums
+  double* grand_mean;             // [d]
+  int sm_count;
+};
+
+}  // namespace fused_hmc

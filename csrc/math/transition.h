@@ -1,0 +1,168 @@
+// One chain's HMC transition, the canonical operations every build forms (the CPU chains run it
+// as written; the CUDA group kernels, cuda/tuned_group.cuh, split the same operations over a
+// chain's threads, bit for bit). A Target of target.h, a diagonal inverse mass (mass_matrix.h) and
+// an optionally jittered step size, under the native philox stream (noise_streams.h):
+//
+//   stream block  B = block blocks_per_transition - 1 of (chain, transition)
+//   u     = torch_uniform_from_word(B.x)          the Metropolis uniform (= stream_uniform)
+//   eps_t = jittered_step_size(eps, jitter, torch_uniform_from_word(B.y))        in float64
+//   eps   = S(eps_t),  h = S(0.5 eps_t)
+//   z     = stream_chunk_momentum;  p0_j = z_j * momentum_scale(m_inv_j)
+//   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0)
+//   p = kick(p0, f0, h)
+//   L - 1 times:  x = drift(x, p, m_inv, eps) for all j;  f = force(x);  p = kick(p, f, eps)
+//   x = drift(x, p, m_inv, eps);  f = force(x);  p = -kick(p, f, h)
+//   change = sum_j target_energy_change_twice(x0, f0, p0, x, f, p, m_inv)   (quadratic targets)
+//          = sum_j kinetic_change_twice(p0, p, m_inv) + 2 (U(x) - U(x0))   (the others)
+//     each sum in chunk_sum.h's order (coordinates in order within a chunk of 4, chunks pairwise)
+//   accepted, accept_prob = philox_decide(u, change);  if accepted: q_j = x_j + shift_j
+// With the standard target, m_inv = 1 and jitter = 0 this is philox_proposal / hmc_step bit for
+// bit (the leapfrog is leapfrog_fused's, the energy terms energy_change_twice's).
+#pragma once
+
+#include <cstdint>
+
+#include "chunk_sum.h"
+#include "gaussian_hmc.h"
+#include "host_device.h"
+#include "mass_matrix.h"
+#include "noise_streams.h"
+#include "philox_transition.h"
+#include "target.h"
+#include "transforms.h"
+
+namespace fused_hmc {
+
+// eps * (1 + jitter (2 u - 1)), u in [0, 1): uniform on [(1 - jitter) eps, (1 + jitter) eps). The
+// step size, not the number of steps, is jittered, so every chain does the same work (no divergence
+// between the chains of a warp). jitter = 0 returns eps unchanged.
+FHMC_HD double jittered_step_size(double step_size, double jitter, float u) {
+  if (jitter == 0.0) return step_size;
+  const double centred = sub_rn(mul_rn(2.0, static_cast<double>(u)), 1.0);
+  return mul_rn(step_size, add_rn(1.0, mul_rn(jitter, centred)));
+}
+
+// eps and eps / 2 in the chain's dtype, as step_sizes() forms them from a Python float.
+template <typename scalar_t>
+FHMC_HD StepSizes<scalar_t> tuned_step_sizes(double eps) {
+  return {static_cast<scalar_t>(eps), static_cast<scalar_t>(mul_rn(0.5, eps))};
+}
+
+// This coordinate's share of 2 * (H(proposed) - H(current)) with H = 0.5 x^T Lambda x +
+// 0.5 p^T M^-1 p: (x1 - x0) (f0 + f1) + m_inv (p1 - p0) (p1 + p0), since for symmetric Lambda
+// x1^T Lambda x1 - x0^T Lambda x0 = (x1 - x0)^T (Lambda x1 + Lambda x0). Differences, not energies,
+// are summed (no cancellation). For the standard target with m_inv = 1 this is gaussian_hmc.h's
+// energy_change_twice bit for bit.
+template <typename scalar_t>
+FHMC_HD scalar_t target_energy_change_twice(scalar_t x0, scalar_t f0, scalar_t p0, scalar_t x1,
+                                            scalar_t f1, scalar_t p1, scalar_t inv_mass) {
+  return fma_any(sub_rn(x1, x0), add_rn(f0, f1),
+                 mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0))));
+}
+
+// The kinetic part alone, m_inv (p1 - p0) (p1 + p0), for targets whose potential is not quadratic.
+template <typename scalar_t>
+FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, scalar_t inv_mass) {
+  return mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0)));
+}
+
+// The whole change from the kinetic sum and the potentials U = -log p at both ends.
+template <typename scalar_t>
+FHMC_HD scalar_t energy_change_from_potentials(scalar_t kinetic_sum, scalar_t u0, scalar_t u1) {
+  return add_rn(kinetic_sum, mul_rn(scalar_t(2), sub_rn(u1, u0)));
+}
+
+// f = -grad log p at x ([dim] each); returns U(x) = -log p(x) for a kPosition target (0 for the
+// others, whose energy change needs no potential).
+template <class Target, typename scalar_t = typename Target::Scalar>
+FHMC_HD scalar_t target_forces(const Target& target, const scalar_t* x, scalar_t* f,
+                               int64_t dim) {
+  if constexpr (Target::kForce == TargetForce::kPosition) {
+    const scalar_t log_p = target.log_density_and_gradient(x, f);
+    for (int64_t j = 0; j < dim; ++j) f[j] = -f[j];
+    return -log_p;
+  } else if constexpr (Target::kForce == TargetForce::kRow) {
+    for (int64_t j = 0; j < dim; ++j) f[j] = target.row_force(j, x);
+    return scalar_t(0);
+  } else {
+    for (int64_t j = 0; j < dim; ++j) f[j] = target.force(x[j], target.coefficient(j));
+    return scalar_t(0);
+  }
+}
+
+// Per-chain work arrays, each [dim] of the chain's dtype.
+template <typename scalar_t>
+struct TrajectoryScratch {
+  scalar_t *x0, *p0, *f0, *x, *p, *f;
+};
+
+// Runs transition `transition` of chain `chain` from q ([dim], updated in place when accepted) with
+// base step size `step_size` and inverse mass m_inv ([dim]); returns the Metropolis decision.
+template <class Target, typename scalar_t = typename Target::Scalar>
+FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, uint64_t chain,
+                                                  uint64_t transition, const Target& target,
+                                                  int64_t dim, scalar_t* q,
+                                                  const scalar_t* inv_mass, double step_size,
+                                                  double jitter, int num_steps,
+                                                  TrajectoryScratch<scalar_t> s) {
+  const PhiloxBlock last =
+      stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
+  const float uniform = torch_uniform_from_word(last.x);
+  const auto steps = tuned_step_sizes<scalar_t>(
+      jittered_step_size(step_size, jitter, torch_uniform_from_word(last.y)));
+
+  for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
+    scalar_t z[kChunkSize];
+    stream_chunk_momentum(stream, chain, transition, j0, dim, z);
+    for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
+      const int64_t j = j0 + e;
+      if constexpr (Target::kShifted) {
+        s.x0[j] = q[j] - target.shift()[j];
+      } else {
+        s.x0[j] = q[j];
+      }
+      s.p0[j] = mul_rn(z[e], momentum_scale(inv_mass[j]));
+      s.x[j] = s.x0[j];
+    }
+  }
+  const scalar_t u0 = target_forces(target, s.x0, s.f0, dim);
+  for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p0[j], s.f0[j], steps.half_eps);
+  for (int i = 1; i < num_steps; ++i) {
+    for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
+    target_forces(target, s.x, s.f, dim);
+    for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p[j], s.f[j], steps.eps);
+  }
+  for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
+  const scalar_t u1 = target_forces(target, s.x, s.f, dim);
+  for (int64_t j = 0; j < dim; ++j) s.p[j] = -kick(s.p[j], s.f[j], steps.half_eps);
+
+  PairwiseChunkSum<scalar_t> change;
+  for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
+    scalar_t partial = 0;
+    for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
+      const int64_t j = j0 + e;
+      if constexpr (Target::kQuadratic) {
+        partial += target_energy_change_twice(s.x0[j], s.f0[j], s.p0[j], s.x[j], s.f[j], s.p[j],
+                                              inv_mass[j]);
+      } else {
+        partial += kinetic_change_twice(s.p0[j], s.p[j], inv_mass[j]);
+      }
+    }
+    change.add(partial);
+  }
+  scalar_t change_sum = change.total();
+  if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
+  const auto decision = philox_decide(uniform, change_sum);
+  if (decision.accepted) {
+    for (int64_t j = 0; j < dim; ++j) {
+      if constexpr (Target::kShifted) {
+        q[j] = s.x[j] + target.shift()[j];
+      } else {
+        q[j] = s.x[j];
+      }
+    }
+  }
+  return decision;
+}
+
+}  // namespace fused_hmc

@@ -1,0 +1,172 @@
+#include "run_request.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "../check_message.h"
+#include "../math/limits.h"
+#include "../transition_request.h"
+
+namespace fused_hmc {
+namespace {
+
+void check_target_tensors(const RunRequest& r) {
+  const TargetEntry& t = *r.target;
+  const at::Tensor& q = r.q;
+  const int64_t dim = q.size(1);
+  FHMC_CHECK_VALUE(t.version == kChainParamsVersion, "target \"", t.name,
+                   "\" was compiled against another version of fused_hmc's headers (",
+                   t.version, ", this library ", kChainParamsVersion, "); rebuild it");
+  FHMC_CHECK_VALUE(t.fixed_dim == 0 || dim == t.fixed_dim, "target \"", t.name,
+                   "\" was compiled for dim ", t.fixed_dim, ", but q has dim ", dim);
+  FHMC_CHECK_VALUE(t.max_dim == 0 || dim <= t.max_dim, "target \"", t.name,
+                   "\" supports dim <= ", t.max_dim, ", got dim ", dim);
+  const int64_t count = static_cast<int64_t>(r.target_tensors.size());
+  FHMC_CHECK_VALUE(count <= kMaxTargetTensors && r.target_scalars.size() <= kMaxTargetScalars,
+                   "a target takes at most ", kMaxTargetTensors, " tensors and ",
+                   kMaxTargetScalars, " scalars, got ", count, " and ", r.target_scalars.size());
+  if (t.tensor_count >= 0) {
+    FHMC_CHECK_VALUE(count == t.tensor_count, "target \"", t.name, "\" takes ", t.tensor_count,
+                     " target_tensors, got ", count);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const at::Tensor& x = r.target_tensors[i];
+    const std::string name = t.tensor_count >= 0 ? std::string(t.tensor_names[i])
+                                                 : "target_tensors[" + std::to_string(i) + "]";
+    FHMC_CHECK_VALUE(x.device() == q.device(), name, " must be on q's device ", q.device(),
+                     ", got ", x.device());
+    FHMC_CHECK_VALUE(x.is_contiguous(), name, " must be contiguous");
+    FHMC_CHECK_VALUE(x.dim() <= kMaxTensorRank, name, " has more than ", kMaxTensorRank,
+                     " dimensions");
+    if (t.tensor_count < 0) {
+      FHMC_CHECK_TYPE(x.scalar_type() == q.scalar_type() || x.scalar_type() == at::kLong, name,
+                      " must have q's dtype ", q.scalar_type(), " or be int64, got ",
+                      x.scalar_type());
+      continue;
+    }
+    FHMC_CHECK_TYPE(x.scalar_type() == q.scalar_type(), name, " must have q's dtype ",
+                    q.scalar_type(), ", got ", x.scalar_type());
+    const bool square = t.tensor_ranks[i] == 2;
+    FHMC_CHECK_VALUE(square ? (x.dim() == 2 && x.size(0) == dim && x.size(1) == dim)
+                            : (x.dim() == 1 && x.size(0) == dim),
+                     name, " of the ", t.name, " target must have shape [", dim,
+                     square ? ", " + std::to_string(dim) : std::string(), "], got ", x.sizes());
+  }
+}
+
+void check_sampling(const RunRequest& r) {
+  const at::Tensor& q = r.q;
+  const int64_t batch = q.size(0), dim = q.size(1);
+  FHMC_CHECK_VALUE(r.thin >= 1, "thin must be >= 1, got ", r.thin);
+  FHMC_CHECK_VALUE(r.kept_before >= 0, "kept_before must be >= 0, got ", r.kept_before);
+  FHMC_CHECK_VALUE(r.mean && r.m2 && r.accept_count && r.accept_prob_sum,
+                   "sampling (no dual_averaging given) needs mean, m2, accept_count and "
+                   "accept_prob_sum");
+  FHMC_CHECK_VALUE(!r.window_mean && !r.window_m2,
+                   "window_mean and window_m2 belong to warm-up: pass dual_averaging too");
+  const int64_t kept =
+      (r.first_transition + r.num_transitions) / r.thin - r.first_transition / r.thin;
+  if (r.samples && r.samples->numel() > 0) {
+    const at::Tensor& s = *r.samples;
+    FHMC_CHECK_VALUE(s.dim() == 3 && s.size(0) == batch && s.size(1) == kept && s.size(2) == dim,
+                     "samples must be None, empty, or have shape [", batch, ", ", kept, ", ", dim,
+                     "] (chains, draws kept by this call, dim), got ", s.sizes());
+    FHMC_CHECK_TYPE(s.scalar_type() == q.scalar_type(), "samples must have q's dtype ",
+                    q.scalar_type(), ", got ", s.scalar_type());
+    FHMC_CHECK_VALUE(s.device() == q.device(), "samples must be on q's device ", q.device(),
+                     ", got ", s.device());
+  }
+  check_chain_buffer(q, *r.mean, "mean", {batch, dim}, at::kDouble, true);
+  check_chain_buffer(q, *r.m2, "m2", {batch, dim}, at::kDouble, true);
+  check_chain_buffer(q, *r.accept_count, "accept_count", {batch}, at::kLong);
+  check_chain_buffer(q, *r.accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
+}
+
+void check_warmup(const RunRequest& r) {
+  const at::Tensor& q = r.q;
+  FHMC_CHECK_VALUE(!r.samples && !r.mean && !r.m2 && !r.accept_count && !r.accept_prob_sum,
+                   "warm-up (dual_averaging given) keeps nothing: samples, mean, m2, accept_count "
+                   "and accept_prob_sum must be None");
+  FHMC_CHECK_VALUE(r.window_mean && r.window_m2, "warm-up needs window_mean and window_m2");
+  FHMC_CHECK_VALUE(r.warmup_start >= 0, "warmup_start must be >= 0, got ", r.warmup_start);
+  FHMC_CHECK_VALUE(r.num_warmup >= 0 && r.num_warmup <= kMaxWarmupLength,
+                   "num_warmup must be in [0, 2^40], got ", r.num_warmup);
+  FHMC_CHECK_VALUE(r.first_transition >= r.warmup_start &&
+                       r.first_transition - r.warmup_start <= r.num_warmup - r.num_transitions,
+                   "warm-up transitions [", r.first_transition, ", ", r.first_transition, " + ",
+                   r.num_transitions, ") must lie in the warm-up [", r.warmup_start, ", ",
+                   r.warmup_start, " + ", r.num_warmup, ")");
+  FHMC_CHECK_VALUE(r.windows.empty() || r.windows.size() == 3,
+                   "windows must be [] (Stan's) or [init_buffer, base_window, term_buffer], got ",
+                   static_cast<int64_t>(r.windows.size()), " values");
+  if (r.windows.size() == 3) {
+    const int64_t init = r.windows[0], base = r.windows[1], term = r.windows[2];
+    FHMC_CHECK_VALUE(init >= 0 && term >= 0 && base >= 1 && init <= kMaxWarmupLength &&
+                         term <= kMaxWarmupLength && base <= kMaxWarmupLength,
+                     "warm-up windows need init_buffer, term_buffer >= 0 and base_window >= 1 "
+                     "(all <= 2^40), got init_buffer ", init, ", base_window ", base,
+                     ", term_buffer ", term);
+  }
+  FHMC_CHECK_VALUE(std::isfinite(r.target_accept) && r.target_accept > 0 && r.target_accept < 1,
+                   "target_accept must be in (0, 1), got ", r.target_accept);
+  const int64_t batch = q.size(0), dim = q.size(1);
+  check_chain_buffer(q, *r.dual_averaging, "dual_averaging", {r.step_size.size(0), 3},
+                     at::kDouble);
+  check_chain_buffer(q, *r.window_mean, "window_mean", {batch, dim}, at::kDouble, true);
+  check_chain_buffer(q, *r.window_m2, "window_m2", {batch, dim}, at::kDouble, true);
+}
+
+}  // namespace
+
+void check_run_request(const RunRequest& r) {
+  const at::Tensor& q = r.q;
+  FHMC_CHECK_VALUE(q.dim() == 2, "q must be a 2-D tensor [batch, dim], got shape ", q.sizes());
+  FHMC_CHECK_TYPE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
+                  "q must be float32 or float64, got ", q.scalar_type());
+  FHMC_CHECK_VALUE(q.size(1) >= 1, "q must have dim >= 1, got shape ", q.sizes());
+  FHMC_CHECK_VALUE(q.is_contiguous(), "q (the chain state, updated in place) must be contiguous");
+  check_not_differentiated(q, "q");
+  FHMC_CHECK_VALUE(r.num_leapfrog_steps >= 1 && r.num_leapfrog_steps <= kMaxLeapfrogSteps,
+                   "num_leapfrog_steps must be in [1, 2^31 - 1], got ", r.num_leapfrog_steps);
+  FHMC_CHECK_VALUE(r.chain_offset >= 0, "chain_offset must be >= 0, got ", r.chain_offset);
+  FHMC_CHECK_VALUE(r.first_transition >= 0, "first_transition must be >= 0, got ",
+                   r.first_transition);
+  FHMC_CHECK_VALUE(r.num_transitions >= 0, "num_transitions must be >= 0, got ",
+                   r.num_transitions);
+  FHMC_CHECK_VALUE(r.num_transitions <= std::numeric_limits<int64_t>::max() - r.first_transition,
+                   "first_transition + num_transitions overflows int64");
+  check_target_tensors(r);
+  const int64_t batch = q.size(0), dim = q.size(1);
+  FHMC_CHECK_VALUE(
+      r.step_size.dim() == 1 && (r.step_size.size(0) == 1 || r.step_size.size(0) == batch),
+      "step_size must have shape [1] (shared) or [", batch, "] (one per chain), got ",
+      r.step_size.sizes());
+  const int64_t groups = r.step_size.size(0);
+  check_chain_buffer(q, r.step_size, "step_size", {groups}, at::kDouble);
+  check_chain_buffer(q, r.inv_mass, "inv_mass", {groups, dim}, q.scalar_type());
+  FHMC_CHECK_VALUE(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter < 1,
+                   "jitter must be in [0, 1), got ", r.jitter);
+  if (r.warmup()) {
+    check_warmup(r);
+  } else {
+    check_sampling(r);
+  }
+}
+
+TargetTensors target_tensor_views(const RunRequest& r) {
+  TargetTensors v{};
+  v.count = static_cast<int>(r.target_tensors.size());
+  for (int i = 0; i < v.count; ++i) {
+    const at::Tensor& t = r.target_tensors[i];
+    v.data[i] = t.data_ptr();
+    v.numel[i] = t.numel();
+    v.rank[i] = static_cast<int>(t.dim());
+    for (int k = 0; k < t.dim(); ++k) v.shape[i][k] = t.size(k);
+  }
+  v.scalar_count = static_cast<int>(r.target_scalars.size());
+  for (int i = 0; i < v.scalar_count; ++i) v.scalars[i] = r.target_scalars[i];
+  return v;
+}
+
+}  // namespace fused_hmc

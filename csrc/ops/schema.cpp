@@ -1,0 +1,78 @@
+// The operator schemas, declared once; each backend registers only its implementations.
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+TORCH_LIBRARY(fused_hmc, m) {
+  // One HMC transition of N(mu, I) for every chain (q [B, d], any strides; mu [d]):
+  // noise = "given": caller-supplied momentum [B, d] and uniform [B] (float32 or float64: the
+  //   reference's exact integrator and accept test, bit for bit);
+  // noise = "philox": the native stream, keyed by the generator, or by `seed` (then `transition`
+  //   selects the transition within it; math/stream_key.h);
+  // noise = "torch": the numbers torch.randn_like(q) then torch.rand(B) would draw.
+  // Returns q_new [B, d] contiguous and accepted [B] bool; with trace=True also the momentum [B, d]
+  // (contiguous) and uniform [B] used (float32 for "philox", torch.rand's default dtype for
+  // "torch", as given for "given"), else two empty tensors ([0] of q's dtype, [0] float32).
+  m.def(
+      "transition(Tensor q, Tensor mu, float step_size, int num_leapfrog_steps, str noise, "
+      "Generator? generator=None, int? seed=None, int transition=0, Tensor? momentum=None, "
+      "Tensor? uniform=None, bool trace=False) -> (Tensor q_new, Tensor accepted, "
+      "Tensor momentum_out, Tensor uniform_out)",
+      {at::Tag::nondeterministic_seeded});
+
+  // Transitions first_transition .. first_transition + num_transitions - 1 of every chain, in place,
+  // under the native philox stream keyed by `seed`: chain b is stream chain chain_offset + b.
+  //
+  // The chains: q [B, d] contiguous float32/float64, the state. The target: its registry name
+  // (csrc/targets.def: "standard" N(mu, I) with target_tensors [mu]; "diagonal"
+  // N(mu, diag(1 / precision)) with [mu, precision [d]]; "dense" N(mu, precision^-1) with
+  // [mu, precision [d, d]] symmetric positive definite, d <= 256; or a compiled CppTarget's name
+  // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
+  // integer data int64) on q's device. step_size [G] float64 and inv_mass [G, d] (q's dtype, > 0),
+  // G = 1 (shared by all chains) or G = B (chain b uses row b). Transition t draws the momentum z
+  // (the first blocks), the Metropolis uniform u (word x of the transition's last block) and the
+  // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/transition.h gives the
+  // canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
+  // step_size when jitter == 0), momentum p = z / sqrt(inv_mass), L leapfrog steps of
+  // q += eps_t * inv_mass * p, p -= eps_t * grad U; it accepts with H = U(q) +
+  // 0.5 * sum(inv_mass * p^2). With the standard target, inv_mass = 1 and jitter 0 it is
+  // transition(noise="philox", seed=seed, transition=t) bit for bit.
+  //
+  // Sampling (dual_averaging None): step_size and inv_mass are read only. Transition t is kept when
+  // (t + 1) % thin == 0: written to samples[b, k, :] (k counts this call's kept draws; samples None
+  // or empty keeps none, and may be a strided view such as big[:, k0:k0 + K]) and folded into the
+  // float64 Welford mean / m2 [B, d] (16-byte aligned) with count kept_before + k + 1.
+  // accept_count [B] int64 and accept_prob_sum [B] float64 (min(1, exp(log_alpha)), added one
+  // transition at a time onto the stored sum, so chunking changes no bit) accumulate every
+  // transition.
+  //
+  // Warm-up (dual_averaging given; samples, mean, m2 and the acceptance tensors None): the
+  // transitions are warm-up iterations i = t - warmup_start of a warm-up of num_warmup transitions
+  // (a call never crosses its end), adapting step_size and inv_mass in place. After transition t
+  // of every chain in group g (its own chain, or all chains when G = 1):
+  //  1. if adapt_mass_matrix and i lies in a slow window [s, e] (math/adaptation_windows.h: Stan's
+  //     windows from windows = [init_buffer, base_window, term_buffer], or [] for Stan's
+  //     (75, 25, 50), scaled to 15% / 75% / 10% when they do not fit in num_warmup), chain b's
+  //     state is folded into window_mean / window_m2 [B, d] float64 (Welford, count i - s + 1; the
+  //     op zeroes them after each window, the caller zeroes them before iteration 0);
+  //  2. if adapt_step_size: dual averaging (math/dual_averaging.h; state dual_averaging [G, 3]
+  //     float64 = s_bar, x_bar, mu, set by the op at each (re)start, so the caller may pass zeros)
+  //     with counter n = i - (start of the current run) + 1 and statistic a = min(1, alpha) (G = 1:
+  //     the mean over chains, summed in chunk_sum.h's pairwise order over the chain index) toward
+  //     target_accept sets step_size[g] = exp(x); after i = num_warmup - 1,
+  //     step_size[g] = exp(x_bar);
+  //  3. if adapt_mass_matrix and i = e ends a slow window: inv_mass[g] = Stan's regularised
+  //     variance of the window's draws (G = 1: of all chains' draws, pooled by the law of total
+  //     variance, pairwise order over chains; a non-finite or non-positive estimate keeps the old
+  //     value); dual averaging restarts at i + 1.
+  // Splitting a run into calls, or running chains 0..B-1 in parts (not a pooled warm-up), changes
+  // no bit.
+  m.def(
+      "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
+      "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
+      "int chain_offset, int first_transition, int num_transitions, int thin=1, "
+      "int kept_before=0, Tensor(d!)? samples=None, Tensor(e!)? mean=None, Tensor(f!)? m2=None, "
+      "Tensor(g!)? accept_count=None, Tensor(h!)? accept_prob_sum=None, "
+      "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
+      "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
+      "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False) -> ()");
+}
