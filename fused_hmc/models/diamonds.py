@@ -31,7 +31,7 @@ FUSED_HMC_HD T log_density(const T* x, const Data& data) {
   const T u = (intercept - 8.0) / 10.0, s = sigma / 10.0;
   T lp = -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
   for (int64_t k = 0; k < K; ++k) lp += -0.5 * x[k] * x[k];
-  T sq = 0.0 * log_sigma;  // sum of squared residuals
+  T sq = 0.0;  // sum of squared residuals
   for (int64_t i = 0; i < N; ++i) {
     const auto* row = data.Xc + i * K;
     T r = data.Y[i] - intercept;
@@ -54,9 +54,9 @@ FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
   T lp = -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
   for (int64_t k = 0; k < K; ++k) {
     lp += -0.5 * x[k] * x[k];
-    grad[k] = 0.0 * log_sigma;
+    grad[k] = 0.0;
   }
-  T sq = 0.0 * log_sigma, r_sum = 0.0 * log_sigma;
+  T sq = 0.0, r_sum = 0.0;
   for (int64_t i = 0; i < N; ++i) {
     const auto* row = data.Xc + i * K;
     T r = data.Y[i] - intercept;

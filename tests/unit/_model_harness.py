@@ -4,8 +4,10 @@ One small C++ program holds every model in its own namespace, with a ``Data`` st
 TARGETS.md states (a tensor: ``const S* name``, ``int64_t name_shape[k]``, ``int64_t name_size``; a
 float: ``S name``; an int: ``int64_t name``), explicit instantiations for S = float (so the float
 path type-checks too) and a main that reads each model's data and points from binary files and
-writes log_density (and log_density_and_gradient) in double. The math names TARGETS.md promises
-come from PREAMBLE: the double/float overloads of <cmath> and the four helpers, written out here.
+writes, in double, log_density, its gradient by the project's dual numbers
+(fused_hmc::value_and_gradient, as the kernels take it) and log_density_and_gradient where the
+model has one. The sources are wrapped as CppTarget wraps them: csrc/math/target_functions.h, then
+namespace fused_hmc_user.
 """
 from __future__ import annotations
 
@@ -16,23 +18,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
+
+# The wrapping CppTarget generates (csrc/math/target_functions.h's comment): the header, then the
+# user's source inside namespace fused_hmc_user (here one nested namespace per model).
 PREAMBLE = r"""
-#include <cmath>
-#include <cstdint>
+#include "math/target_functions.h"
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
-#define FUSED_HMC_HD
-using std::exp; using std::log; using std::log1p; using std::expm1; using std::sqrt;
-using std::pow; using std::abs; using std::tanh; using std::sin; using std::cos; using std::lgamma;
-using std::fmin; using std::fmax;
-template <typename T> T log_sum_exp(T a, T b) {
-  const T m = a > b ? a : b;
-  return m + log1p(exp(-abs(a - b)));
-}
-template <typename T> T softplus(T x) { return x > T(0) ? x + log1p(exp(-x)) : log1p(exp(x)); }
-template <typename T> T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
-template <typename T> T log_sigmoid(T x) { return -softplus(-x); }
 
 template <typename V> std::vector<V> read_file(const std::string& path) {
   std::vector<V> out;
@@ -81,30 +76,43 @@ def program(models: dict) -> str:
     parts, dispatch = [PREAMBLE], []
     for key, model in models.items():
         members, fill = _fields(model.data)
-        grad = model.gradient_source is not None
-        parts.append(f"namespace m_{key} {{\ntemplate <typename S> struct Data {{\n  {members}\n}};"
-                     f"\n{model.source}\n{model.gradient_source or ''}\n}}  // namespace m_{key}")
-        parts.append(f"template float m_{key}::log_density<float, m_{key}::Data<float>>("
-                     f"const float*, const m_{key}::Data<float>&);")
-        if grad:
-            parts.append(f"template float m_{key}::log_density_and_gradient<float, "
-                         f"m_{key}::Data<float>>(const float*, float*, "
-                         f"const m_{key}::Data<float>&);")
-        grad_call = (f"""
-    std::vector<double> lg(n), g(x.size());
+        ns, dim = f"fused_hmc_user::m_{key}", model.dim
+        dual_f, dual_d = (f"fused_hmc::Dual<{s}, fused_hmc::dual_width({dim})>"
+                          for s in ("float", "double"))
+        parts.append(f"namespace fused_hmc_user {{ namespace m_{key} {{\n"
+                     f"template <typename S> struct Data {{\n  {members}\n}};\n"
+                     f"{model.source}\n{model.gradient_source or ''}\n}} }}")
+        # the float path type-checks too: values, duals and the hand-written gradient
+        parts.append(f"template float {ns}::log_density<float, {ns}::Data<float>>("
+                     f"const float*, const {ns}::Data<float>&);")
+        parts.append(f"template {dual_f} {ns}::log_density<{dual_f}, {ns}::Data<float>>("
+                     f"const {dual_f}*, const {ns}::Data<float>&);")
+        hand = ""
+        if model.gradient_source is not None:
+            parts.append(f"template float {ns}::log_density_and_gradient<float, "
+                         f"{ns}::Data<float>>(const float*, float*, const {ns}::Data<float>&);")
+            hand = f"""
+    std::vector<double> lh(n), gh(x.size());
     for (size_t i = 0; i < n; ++i)
-      lg[i] = m_{key}::log_density_and_gradient(x.data() + i * {model.dim}, g.data() + i * {model.dim}, d);
-    write_file(dir + "/lp_and_grad.bin", lg);
-    write_file(dir + "/grad.bin", g);""" if grad else "")
+      lh[i] = {ns}::log_density_and_gradient(x.data() + i * {dim}, gh.data() + i * {dim}, d);
+    write_file(dir + "/lp_hand.bin", lh);
+    write_file(dir + "/grad_hand.bin", gh);"""
         dispatch.append(f"""
   if (key == "{key}") {{
-    m_{key}::Data<double> d;
+    {ns}::Data<double> d;
     {fill}
     std::vector<double> x = read_file<double>(dir + "/x.bin");
-    const size_t n = x.size() / {model.dim};
-    std::vector<double> lp(n);
-    for (size_t i = 0; i < n; ++i) lp[i] = m_{key}::log_density(x.data() + i * {model.dim}, d);
-    write_file(dir + "/lp.bin", lp);{grad_call}
+    const size_t n = x.size() / {dim};
+    std::vector<double> lp(n), ld(n), gd(x.size());
+    for (size_t i = 0; i < n; ++i) lp[i] = {ns}::log_density(x.data() + i * {dim}, d);
+    write_file(dir + "/lp.bin", lp);
+    std::vector<{dual_d}> xd({dim});
+    auto f = [&d](const {dual_d}* q) {{ return {ns}::log_density(q, d); }};
+    for (size_t i = 0; i < n; ++i)
+      ld[i] = fused_hmc::value_and_gradient<fused_hmc::dual_width({dim})>(
+          f, x.data() + i * {dim}, {dim}, xd.data(), gd.data() + i * {dim});
+    write_file(dir + "/lp_dual.bin", ld);
+    write_file(dir + "/grad_dual.bin", gd);{hand}
     return 0;
   }}""")
     parts.append("int main(int argc, char** argv) {\n  if (argc != 3) return 2;\n"
@@ -120,16 +128,17 @@ def compile_program(models: dict, folder: Path) -> Path:
         raise RuntimeError("g++ is needed to evaluate the models' C++ sources")
     src, exe = folder / "models.cpp", folder / "models"
     src.write_text(program(models))
-    result = subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Werror", str(src), "-o",
-                             str(exe)], capture_output=True, text=True)
+    result = subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Werror", f"-I{CSRC}",
+                             str(src), "-o", str(exe)], capture_output=True, text=True)
     if result.returncode != 0:
         raise AssertionError(f"the models' C++ does not compile:\n{result.stderr[-4000:]}")
     return exe
 
 
-def evaluate(exe: Path, key: str, model, x: torch.Tensor, folder: Path):
-    """Run model ``key``'s C++ at x [n, dim] (float64): (log_density [n], None) or, with a
-    gradient_source, (log_density [n], (log_density_and_gradient's value [n], grad [n, dim]))."""
+def evaluate(exe: Path, key: str, model, x: torch.Tensor, folder: Path) -> dict:
+    """Run model ``key``'s C++ at x [n, dim] (float64). Returns float64 tensors: "lp" [n]
+    (log_density), "lp_dual" [n] and "grad_dual" [n, dim] (value_and_gradient over Duals), and,
+    with a gradient_source, "lp_hand" [n] and "grad_hand" [n, dim] (log_density_and_gradient)."""
     run = folder / key
     run.mkdir(exist_ok=True)
     for name, value in model.data.items():
@@ -137,9 +146,11 @@ def evaluate(exe: Path, key: str, model, x: torch.Tensor, folder: Path):
             value.detach().cpu().contiguous().numpy().tofile(run / f"{name}.bin")
     x.detach().to(torch.float64).cpu().contiguous().numpy().tofile(run / "x.bin")
     subprocess.run([str(exe), key, str(run)], check=True)
-    lp = torch.from_numpy(np.fromfile(run / "lp.bin", dtype=np.float64))
-    if model.gradient_source is None:
-        return lp, None
-    lg = torch.from_numpy(np.fromfile(run / "lp_and_grad.bin", dtype=np.float64))
-    grad = torch.from_numpy(np.fromfile(run / "grad.bin", dtype=np.float64)).reshape(x.shape)
-    return lp, (lg, grad)
+    names = ["lp", "lp_dual", "grad_dual"]
+    if model.gradient_source is not None:
+        names += ["lp_hand", "grad_hand"]
+    out = {n: torch.from_numpy(np.fromfile(run / f"{n}.bin", dtype=np.float64)) for n in names}
+    for n in names:
+        if n.startswith("grad"):
+            out[n] = out[n].reshape(x.shape)
+    return out
