@@ -280,3 +280,21 @@ def test_cpp_source_equals_torch_log_prob(compiled, key):
     if "lp_hand" in out:
         torch.testing.assert_close(out["lp_hand"], lp_torch, rtol=0, atol=value_tol)
         torch.testing.assert_close(out["grad_hand"], grad_torch, rtol=0, atol=grad_tol)
+
+
+@pytest.mark.parametrize("key", ALL)
+def test_target_hands_the_model_to_cpp_target_without_compiling(key):
+    """model.target() is a fused_hmc.CppTarget of the model's source, dim, names and data
+    (constructing one compiles nothing; building and check() are the CppTarget tests' job)."""
+    import fused_hmc
+
+    model = models.MODELS[key]()
+    for gradient in (False, True) if model.gradient_source else (False,):
+        target = model.target(gradient=gradient)
+        assert isinstance(target, fused_hmc.CppTarget)
+        assert (target.dim, list(target.names), target.has_gradient) == (
+            model.dim, list(model.names), gradient)
+        assert model.source in target.source
+        assert ("log_density_and_gradient" in target.source) == gradient
+        assert target.log_prob is model.log_prob_fn
+        assert sorted(target.data) == sorted(model.data)
