@@ -1,4 +1,4 @@
-"""posteriordb's diamonds: brms linear regression with centred predictors (data and Stan code in data/).
+"""posteriordb's diamonds: brms linear regression, centred predictors (data, Stan code: data/).
 
 Stan's transformed data, done here once: means_X[k] = mean(X[:, k + 1]) and Xc = X[:, 1:] - means_X
 (the intercept column dropped), Kc = K - 1 = 24 predictors, N = 5000 rows. Unconstrained
@@ -43,7 +43,8 @@ FUSED_HMC_HD T log_density(const T* x, const Data& data) {
 """
 
 # r_i = Y_i - Intercept - Xc_i . b, S = sum r_i^2, u = (Intercept - 8) / 10, s = sigma / 10:
-# d/db_k = -b_k + sum_i r_i Xc_ik / sigma^2;  d/dIntercept = -(4 u / 30) / (1 + u^2 / 3) + sum r_i / sigma^2;
+# d/db_k = -b_k + sum_i r_i Xc_ik / sigma^2;
+# d/dIntercept = -(4 u / 30) / (1 + u^2 / 3) + sum r_i / sigma^2;
 # d/dlog_sigma = -(4 s^2 / 3) / (1 + s^2 / 3) + 1 - N + S / sigma^2.
 GRADIENT_SOURCE = r"""
 template <typename T, typename Data>
@@ -99,7 +100,8 @@ def _constrain(x: torch.Tensor, K: int) -> dict[str, torch.Tensor]:
 
 
 def diamonds() -> Model:
-    """posteriordb's diamonds (brms), x = (b[1..24], Intercept, log_sigma); data Xc [5000, 24], Y."""
+    """posteriordb's diamonds (brms), x = (b[1..24], Intercept, log_sigma); data Xc [5000, 24],
+    Y [5000]."""
     raw = load_posterior(POSTERIOR)["data"]
     X = torch.tensor(raw["X"], dtype=torch.float64)
     Xc, _ = centred_predictors(X)

@@ -3,7 +3,7 @@
 Unconstrained x = (theta_trans[1..8], mu, log_tau); tau = exp(log_tau) > 0 as Stan samples it:
 
     log p = sum_j N(theta_trans_j | 0, 1) + sum_j N(y_j | mu + tau theta_trans_j, sigma_j)
-            + N(mu | 0, 5) + Cauchy(tau | 0, 5) + log_tau          (the last term: d tau / d log_tau)
+            + N(mu | 0, 5) + Cauchy(tau | 0, 5) + log_tau     (the last: log |d tau / d log_tau|)
 
 up to a constant (half-Cauchy: the truncation at 0 is a constant). Reported (posteriordb's names):
 theta[j] = mu + tau theta_trans[j], mu, tau.
@@ -87,4 +87,5 @@ def eight_schools() -> Model:
         name="eight_schools", dim=J + 2, source=SOURCE, gradient_source=GRADIENT_SOURCE,
         data=data, names=indexed("theta_trans", J) + ("mu", "log_tau"),
         constrained_names=indexed("theta", J) + ("mu", "tau"),
-        log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, J=J), posteriordb=POSTERIOR)
+        log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, J=J),
+        posteriordb=POSTERIOR)

@@ -15,6 +15,7 @@ POSTERIORS = ("eight_schools-eight_schools_noncentered", "diamonds-diamonds")
 def load_posterior(name: str) -> dict:
     """The posteriordb JSON of ``name`` (stan_code, data, reference): parsed once, do not mutate."""
     if name not in POSTERIORS:
-        raise ValueError(f"unknown posteriordb posterior {name!r}; shipped: {', '.join(POSTERIORS)}")
+        raise ValueError(f"unknown posteriordb posterior {name!r}; shipped: "
+                         f"{', '.join(POSTERIORS)}")
     with open(DATA_DIR / f"{name}.json", encoding="utf-8") as f:
         return json.load(f)

@@ -1,6 +1,6 @@
 """The model library against independent references: scipy.stats densities, posteriordb's own data
-and definitions, Gauss-Hermite quadrature for the exact moments, torch autograd for the hand-written
-gradients, and the models' C++ sources compiled with g++ and evaluated against the torch log_prob."""
+and definitions, Gauss-Hermite quadrature for the exact moments, torch autograd for the
+hand-written and dual gradients, and the C++ sources compiled with g++, against log_prob."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
-"""validation.posteriordb.compare: the README's rule, its Bonferroni z, and its power, each against a
-known answer or a probability derived here."""
+"""validation.posteriordb.compare: the README's rule, its Bonferroni z, and its power, each against
+a known answer or a probability derived here."""
 from __future__ import annotations
 
 import math
