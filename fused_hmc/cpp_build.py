@@ -214,11 +214,14 @@ def _write_if_changed(path: Path, text: str) -> None:
 _LOCATION = re.compile(r"^(?P<file>[^\s:()][^:()]*?)(?::(?P<line>\d+)(?::\d+)?:|\((?P<nline>\d+)\):)")
 
 
-def compiler_messages(log: str, source_name: str, limit: int = 40) -> list[str]:
-    """The compiler's lines that concern the user: every diagnostic in the user's source (and the
-    snippet and caret g++ prints under it), and errors in the generated files and fused_hmc's
-    headers (e.g. a missing log_density). Falls back to the log's last lines."""
+def compiler_messages(log: str, source_name: str, source: str = "",
+                      limit: int = 40) -> list[str]:
+    """The compiler's lines that concern the user: every diagnostic in the user's source (each
+    followed by that line of `source`, since the compiler cannot read a string), and errors in
+    the generated files and fused_hmc's headers (e.g. a missing log_density), with the snippet
+    and caret g++ prints under them. Falls back to the log's last lines."""
     ours = (source_name, MODEL_HEADER, MODULE_SOURCE, CUDA_SOURCE, CHECK_SOURCE, "user/", "math/")
+    source_lines = source.splitlines()
     kept, keep_snippet = [], False
     for line in log.splitlines():
         m = _LOCATION.match(line)
@@ -230,6 +233,9 @@ def compiler_messages(log: str, source_name: str, limit: int = 40) -> list[str]:
             keep_snippet = concerns_user or (is_error and any(o in file for o in ours))
             if keep_snippet:
                 kept.append(line)
+            number = m and file == source_name and int(m.group("line") or m.group("nline"))
+            if number and 1 <= number <= len(source_lines):
+                kept.append(f"{number:5d} | {source_lines[number - 1]}")
         elif keep_snippet and (line.startswith(" ") or line.startswith("\t")):
             kept.append(line)
         elif re.search(r"\berror\b", line) and source_name in line:
@@ -246,7 +252,7 @@ def compiler_messages(log: str, source_name: str, limit: int = 40) -> list[str]:
 def _compile_error(log: str, spec: BuildSpec, directory: Path, stage: str) -> CppCompileError:
     log_path = directory / BUILD_LOG
     log_path.write_text(log)
-    lines = compiler_messages(log, spec.source_name)
+    lines = compiler_messages(log, spec.source_name, spec.source)
     hint = ""
     if re.search(r"log_density_and_gradient.*(not a member|not declared|no matching|undefined)",
                  log) and spec.user_gradient:
@@ -255,6 +261,9 @@ def _compile_error(log: str, spec: BuildSpec, directory: Path, stage: str) -> Cp
     elif re.search(r"log_density.*(not a member|not declared|no matching|undefined)", log):
         hint = ("\n(the source must define template <typename T, typename Data> FUSED_HMC_HD T "
                 "log_density(const T* x, const Data& data))")
+    elif "has no member named" in log:
+        members = ", ".join(f"{f.name} ({f.kind})" for f in spec.fields) or "none"
+        hint = f"\n(the data members are: {members})"
     return CppCompileError(
         f"the CppTarget source does not compile ({stage}; {spec.source_name} lines are the "
         f"source's own; the full log is {log_path}):\n" + "\n".join(lines) + hint, log_path)
@@ -262,7 +271,7 @@ def _compile_error(log: str, spec: BuildSpec, directory: Path, stage: str) -> Cp
 
 def _syntax_check(spec: BuildSpec, directory: Path) -> None:
     compiler = os.environ.get("CXX", "c++")
-    cmd = [compiler, "-std=c++17", "-fsyntax-only", f"-I{_build.csrc_dir()}", "-I.",
+    cmd = [compiler, "-std=c++20", "-fsyntax-only", f"-I{_build.csrc_dir()}", "-I.",
            CHECK_SOURCE]
     try:
         done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)

@@ -307,10 +307,10 @@ class CppTarget:
         flat = int(ratio.flatten().argmax())
         i, j = divmod(flat, self.dim)
         if float(ratio[i, j]) >= 1:
-            coord = f"{j} ({self.names[j]})" if self.names is not None else str(j)
+            coord = f"{j}] ({self.names[j]})" if self.names is not None else f"{j}]"
             raise CppCheckError(
                 f"the gradient disagrees with {against}: at x[{i}] = {self._point(x, i)}, "
-                f"d log p / dx[{coord}] is {float(grad[i, j]):.17g} compiled, "
+                f"d log p / dx[{coord} is {float(grad[i, j]):.17g} compiled, "
                 f"{float(ref[i, j]):.17g} expected; error {float(err[i, j]):.3g} > tolerance "
                 f"{float(tol[i]):.3g} (the worst of {len(x)} points)")
         return float(ratio.max())
