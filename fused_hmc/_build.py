@@ -35,7 +35,7 @@ def csrc_dir() -> Path:
     """The C++/CUDA sources: beside the package when installed, at the repository root in a checkout."""
     here = Path(__file__).resolve().parent
     for candidate in (here / "_csrc", here.parent / "csrc"):
-        if (candidate / "ops_schema.cpp").is_file():
+        if (candidate / "ops" / "schema.cpp").is_file():
             return candidate
     raise ExtensionBuildError(f"fused_hmc's C++ sources are missing (looked in {here / '_csrc'} "
                               f"and {here.parent / 'csrc'}); reinstall the package")
@@ -82,7 +82,7 @@ def cuda_sources(src: Path) -> list[str]:
     return [str(p) for pattern in ("*.cpp", "*.cu") for p in sorted(cuda_dir.glob(pattern))]
 
 
-_BUILD_INPUT_SUFFIXES = (".cpp", ".cu", ".h", ".cuh")
+_BUILD_INPUT_SUFFIXES = (".cpp", ".cu", ".h", ".cuh", ".def")
 # Environment that changes what the compilers produce without changing a flag we pass.
 _BUILD_ENVIRONMENT = ("CXX", "TORCH_CUDA_ARCH_LIST")
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from ._limits import STAN_WINDOWS
+
 # Exact stationary acceptance rate of the default configuration (d=64, L=10, eps=0.1):
 # validation.gaussian_exact.gaussian_hmc_exact(64, 0.1, 10).acceptance, kept here to spare the
 # default run scipy's start-up (tests/statistical/test_checks.py checks the value).
@@ -473,7 +475,7 @@ def _add_sample_parser(sub) -> None:
          help="whether warm-up adapts the step size")
     flag("--adapt-mass-matrix", action=argparse.BooleanOptionalAction, default=True,
          help="whether warm-up adapts the diagonal inverse mass")
-    flag("--adapt-windows", type=_integer(0), nargs=3, default=[75, 25, 50],
+    flag("--adapt-windows", type=_integer(0), nargs=3, default=list(STAN_WINDOWS),
          metavar=("INIT", "BASE", "TERM"),
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
               "fast interval (Stan's; scaled to 15%% / 75%% / 10%% when they do not fit)")

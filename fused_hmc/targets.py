@@ -10,7 +10,7 @@ Pass one as ``fused_hmc.sample(..., target=...)``:
 Each has pure-torch ``log_prob`` and ``grad`` (the gradient of log_prob), the independent reference
 the kernel is tested against, and the exact ``mean`` / ``covariance`` for checking samples. The
 parameters are kept in float64 on the CPU; the sampler converts them to the chains' dtype and device
-(``op_arguments``). Importing this module never loads the extension.
+(``op_tensors``). Importing this module never loads the extension.
 """
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ from typing import ClassVar
 
 import torch
 
-# The largest dimension of a dense target (csrc/math/gaussian_targets.h, kMaxDenseDim).
-MAX_DENSE_DIM = 256
+from ._limits import LIMITS
+
+# The largest dimension of a dense target (csrc/math/limits.h, kMaxDenseDim).
+MAX_DENSE_DIM = LIMITS["kMaxDenseDim"]
 
 # Relative asymmetry of a dense precision that is put down to rounding and symmetrised away.
 _SYMMETRY_TOLERANCE = 1e-6
@@ -68,7 +70,7 @@ def check_fits(name: str, value: torch.Tensor, dtype: torch.dtype, *, positive: 
 class _Gaussian:
     """What the three targets share: the mean, and how the sampler passes them to the op."""
 
-    kind: ClassVar[int]
+    op_target: ClassVar[str]  # the run op's name for it (csrc/targets.def)
     mu: torch.Tensor
 
     def parameters(self) -> dict[str, torch.Tensor]:
@@ -102,17 +104,25 @@ class _Gaussian:
         """[d] float64, the exact marginal variances."""
         return torch.diagonal(self.covariance).clone()
 
-    def _op_precision(self) -> torch.Tensor:
+    def _op_precision(self) -> torch.Tensor | None:
         raise NotImplementedError
 
-    def op_arguments(self, dtype: torch.dtype, device) -> tuple[int, torch.Tensor, torch.Tensor]:
-        """(target_kind, mu [d], precision) for fused_hmc::run_chains_tuned / warmup_chains, in
-        the chains' dtype; raises ValueError when the parameters do not survive that rounding."""
+    def op_tensors(self, dtype: torch.dtype, device) -> list[torch.Tensor]:
+        """The run op's target_tensors ([mu], or [mu, precision] with precision [d] or [d, d]) in
+        the chains' dtype and device; raises ValueError when the parameters do not survive that
+        rounding."""
         name = type(self).__name__
         check_fits(f"{name} mu", self.mu, dtype, positive=False)
         self._check_precision_fits(dtype)
-        return (self.kind, self.mu.to(dtype=dtype, device=device).contiguous(),
-                self._op_precision().to(dtype=dtype, device=device).contiguous())
+        tensors = [self.mu.to(dtype=dtype, device=device).contiguous()]
+        precision = self._op_precision()
+        if precision is not None:
+            tensors.append(precision.to(dtype=dtype, device=device).contiguous())
+        return tensors
+
+    def op_scalars(self) -> list[float]:
+        """The run op's target_scalars: none for the Gaussians."""
+        return []
 
     def _check_precision_fits(self, dtype: torch.dtype) -> None:
         pass
@@ -126,7 +136,7 @@ class StandardGaussian(_Gaussian):
     """N(mu, I). mu: [d]."""
 
     mu: torch.Tensor
-    kind: ClassVar[int] = 0
+    op_target: ClassVar[str] = "standard"
 
     def __post_init__(self):
         object.__setattr__(self, "mu", _vector("mu", self.mu))
@@ -144,8 +154,8 @@ class StandardGaussian(_Gaussian):
         """[..., d] -> [..., d]: grad log_prob = -(q - mu)."""
         return -self._centred(q)
 
-    def _op_precision(self) -> torch.Tensor:
-        return torch.empty(0, dtype=torch.float64)
+    def _op_precision(self) -> None:
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,7 +164,7 @@ class DiagonalGaussian(_Gaussian):
 
     mu: torch.Tensor
     scale: torch.Tensor
-    kind: ClassVar[int] = 1
+    op_target: ClassVar[str] = "diagonal"
 
     def __post_init__(self):
         mu = _vector("mu", self.mu)
@@ -201,7 +211,7 @@ class DenseGaussian(_Gaussian):
 
     mu: torch.Tensor
     precision: torch.Tensor
-    kind: ClassVar[int] = 2
+    op_target: ClassVar[str] = "dense"
 
     def __post_init__(self):
         mu = _vector("mu", self.mu)

@@ -31,7 +31,7 @@ def _probe(device: torch.device, dtype: torch.dtype) -> bool:
         q = torch.zeros(batch, dim, device=device, dtype=dtype)
         mu = torch.zeros(dim, device=device, dtype=dtype)
         gen.manual_seed(0x5EED)
-        _, _, momentum, uniform = ops.hmc_step_traced(q, mu, 0.1, 1, "torch", gen)
+        _, _, momentum, uniform = ops.transition(q, mu, 0.1, 1, "torch", gen, trace=True)
         state_after_kernel = gen.get_state()
         gen.manual_seed(0x5EED)
         want_momentum = torch.empty_like(q).normal_(generator=gen)
@@ -40,6 +40,12 @@ def _probe(device: torch.device, dtype: torch.dtype) -> bool:
                 and torch.equal(state_after_kernel, gen.get_state())):
             return False
     return True
+
+
+def known_verdict(device: torch.device, dtype: torch.dtype) -> bool | None:
+    """What an earlier probe found for this device and dtype, or None when none ran (so a caller
+    that cannot probe, e.g. while tracing, uses only what was verified)."""
+    return _verdicts.get((device.index, dtype))
 
 
 def torch_stream_is_exact(device: torch.device, dtype: torch.dtype) -> bool:

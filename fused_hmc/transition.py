@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from . import _build, ops
-from .torch_stream_guard import _verdicts, torch_stream_is_exact
+from .torch_stream_guard import known_verdict, torch_stream_is_exact
 
 RNG_MODES = ("philox", "torch")
 
@@ -43,7 +43,7 @@ def check_generator_traceable(generator: torch.Generator | None) -> None:
 
 def _torch_stream_in_kernel(q: torch.Tensor) -> bool:
     if torch.compiler.is_compiling():  # no probing while tracing; use what earlier calls verified
-        return _verdicts.get((q.device.index, q.dtype), False)
+        return bool(known_verdict(q.device, q.dtype))
     return torch_stream_is_exact(q.device, q.dtype)
 
 
@@ -77,12 +77,13 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
             mu = q.new_zeros(q.shape[-1:])
         else:
             mu = _default_mean(q)
-    if q.is_cuda and not _build._state["cuda"]:
+    if q.is_cuda:
         _build.require_cuda_kernels()
     if (momentum is None) != (uniform is None):
         raise ValueError("pass both momentum and uniform for external noise, or neither")
     if momentum is not None:
-        return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
+        return ops.transition(q, mu, step_size, num_leapfrog_steps, "given", momentum=momentum,
+                              uniform=uniform)
     if rng not in RNG_MODES:
         raise ValueError(f'rng must be "philox" or "torch", got {rng!r}')
     # seed= / transition= go to the op, whose one stream check refuses them with rng="torch"
@@ -90,5 +91,6 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
             and not _torch_stream_in_kernel(q):
         momentum = torch.empty_like(q).normal_(generator=generator)
         uniform = torch.rand(q.shape[0], device=q.device, generator=generator)
-        return ops.hmc_step_noise(q, mu, momentum, uniform, step_size, num_leapfrog_steps)
-    return ops.hmc_step(q, mu, step_size, num_leapfrog_steps, rng, generator, seed, transition)
+        return ops.transition(q, mu, step_size, num_leapfrog_steps, "given", momentum=momentum,
+                              uniform=uniform)
+    return ops.transition(q, mu, step_size, num_leapfrog_steps, rng, generator, seed, transition)

@@ -26,6 +26,11 @@ void with_chain_shape(int64_t dim, Launch&& launch) {
     static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
     launch(std::integral_constant<int, 1>{},
            std::integral_constant<int, int((Target::kFixedDim + 3) / 4)>{});
+  } else if constexpr (Target::kMaxDim > 0 && Target::kMaxDim <= 4 * kMaxGroup) {
+    // Its dims fit one chunk per thread: only those shapes are compiled.
+    with_tuned_group_shape(choose_tuned_group_shape(dim), [&](auto group, auto chunks) {
+      if constexpr (decltype(chunks)::value == 1) launch(group, chunks);
+    });
   } else {
     with_tuned_group_shape(choose_tuned_group_shape(dim), launch);
   }

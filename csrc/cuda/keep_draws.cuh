@@ -1,6 +1,6 @@
 // Device side of a long run's outputs (math/chain_params.h's RunOutputs): a group's kept draw, stored
 // and folded into the Welford moments its threads hold in registers, and the per-chain moments'
-// loads and stores. Shared by run_chains and run_chains_tuned.
+// loads and stores (chain_kernels.cuh).
 #pragma once
 
 #include <cstdint>

@@ -261,8 +261,11 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
       p[c][e] = -p[c][e];
       if constexpr (Target::kQuadratic) {
         const scalar_t x0 = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
-        const scalar_t force0 = kRecompute ? k.local_force(target, e, j0 + e, x0) : f0[c][e];
-        const scalar_t force1 = kRecompute ? k.local_force(target, e, j0 + e, x[c][e]) : f[c][e];
+        scalar_t force0 = f0[c][e], force1 = f[c][e];
+        if constexpr (kRecompute) {
+          force0 = k.local_force(target, e, j0 + e, x0);
+          force1 = k.local_force(target, e, j0 + e, x[c][e]);
+        }
         change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
                                                 k.inv_mass[c][e]);
       } else {

@@ -25,7 +25,8 @@ void check_target_tensors(const RunRequest& r) {
   const int64_t count = static_cast<int64_t>(r.target_tensors.size());
   FHMC_CHECK_VALUE(count <= kMaxTargetTensors && r.target_scalars.size() <= kMaxTargetScalars,
                    "a target takes at most ", kMaxTargetTensors, " tensors and ",
-                   kMaxTargetScalars, " scalars, got ", count, " and ", r.target_scalars.size());
+                   kMaxTargetScalars, " scalars, got ", count, " and ",
+                   static_cast<int64_t>(r.target_scalars.size()));
   if (t.tensor_count >= 0) {
     FHMC_CHECK_VALUE(count == t.tensor_count, "target \"", t.name, "\" takes ", t.tensor_count,
                      " target_tensors, got ", count);

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
-from .tuned import is_standard
+from .kernel import is_standard
 from .warmup import WarmupSettings
 
 INT64_MAX = 2**63 - 1
@@ -141,20 +141,3 @@ def check_step_size_fits(step_size: float | torch.Tensor, jitter: float,
     if settings.num_warmup and settings.adapt_step_size and not math.isfinite(10 * float(largest)):
         raise ValueError(f"step_size = {float(largest):.3g} is too large to start warm-up: dual "
                          "averaging starts at mu = log(10 step_size), which overflows float64")
-
-
-def tuned_features(settings: WarmupSettings, target, step_size, inverse_mass,
-                    jitter: float) -> list[str]:
-    """What of a configuration needs the tuned kernels (run_chains_tuned, warmup_chains)."""
-    features = []
-    if settings.num_warmup:
-        features.append("warm-up adaptation (num_warmup > 0)")
-    if not is_standard(target):
-        features.append(f"the {type(target).__name__} target")
-    if isinstance(step_size, torch.Tensor):
-        features.append("per-chain step sizes")
-    if inverse_mass is not None:
-        features.append("a mass matrix (inverse_mass)")
-    if jitter:
-        features.append("step-size jitter")
-    return features

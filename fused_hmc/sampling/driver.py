@@ -1,9 +1,8 @@
 """The long-chain driver: ``Sampler`` and ``sample`` run many chains for many transitions.
 
-The kernels (``fused_hmc::run_chains``: K transitions of every chain per call, state, Welford moments
-and acceptance counters updated in place on the device; for other targets, mass matrices and
-warm-up the tuned ``fused_hmc::warmup_chains`` / ``run_chains_tuned``, see ``tuned.py``) are separate
-from this driver, which only chooses chunks, keeps the books, shows progress and handles Ctrl-C (as
+The kernel (``fused_hmc::run`` through ``kernel.ChainKernel``: K transitions of every chain per call,
+state, Welford moments, acceptance counters and the warm-up's adaptation state updated in place on
+the device, for every target) is separate from this driver, which only chooses chunks, keeps the books, shows progress and handles Ctrl-C (as
 NumPyro keeps ``MCMCKernel`` apart from ``MCMC``).
 
 Every random number comes from the native philox stream keyed by (seed, global chain id, global
@@ -21,12 +20,13 @@ from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
 from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_path,
                         check_q0, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, count, tuned_features)
+                        check_target, count)
 from .checkpoint import Checkpointer, read_checkpoint
 from . import resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
-from .tuned import PlainChains, TunedChains
+from .._limits import LIMITS, STAN_WINDOWS
+from .kernel import ChainKernel, RunStatistics
 from .warmup import WarmupSettings
 
 
@@ -103,9 +103,8 @@ class Sampler:
             Draws kept in memory are part of every checkpoint (use `out` for long runs).
         checkpoint_every: seconds between checkpoints (0: after every chunk).
 
-    Warm-up, targets other than N(mu, I), per-chain step sizes, inverse_mass and jitter run the
-    tuned kernels (run_chains_tuned, warmup_chains; the same operations on CPU and CUDA). Without them
-    the behaviour, on either device, is exactly the seed sampler's.
+    Every configuration runs the one chain kernel (the same operations on CPU and CUDA); N(mu, I)
+    with one step size, no mass matrix, jitter or warm-up is exactly the seed sampler's.
     """
 
     def __init__(self, q0: torch.Tensor, *, step_size: float = 0.1, num_leapfrog_steps: int = 10,
@@ -116,7 +115,7 @@ class Sampler:
                  target_accept: float = 0.8, adapt_step_size: bool = True,
                  adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
                  inverse_mass: torch.Tensor | None = None,
-                 adapt_windows: tuple[int, int, int] = (75, 25, 50), out=None, checkpoint=None,
+                 adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
                  checkpoint_every: float = 60.0):
         self._q = check_q0(q0)
         target = check_target(target, mu, self._q)
@@ -129,7 +128,8 @@ class Sampler:
         self._checkpointer = (Checkpointer(checkpoint, checkpoint_every)
                               if checkpoint is not None else None)
         self.step_size = check_step_size(step_size, self._q)
-        self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1, 2**31 - 1)
+        self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1,
+                                        LIMITS["kMaxLeapfrogSteps"])
         self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
                                      pooled, adapt_windows)
         self.jitter = check_jitter(jitter)
@@ -147,16 +147,10 @@ class Sampler:
             seed = _draw_seed(generator, self._q.device)
         self.seed = count("seed", seed, 0, 2**64 - 1)
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
-        tuned = tuned_features(self.warmup, target, self.step_size, inverse_mass, self.jitter)
         if self._q.is_cuda:
             require_cuda_kernels()
         load_extension()  # build now, so that the first chunk's timing measures sampling
-        if tuned:
-            self._chains = self._tuned_chains(target, mu, inverse_mass)
-        else:
-            mean = check_mu(target.mu if target is not None else mu, self._q)
-            self._chains = PlainChains(mean, self.step_size, self.num_leapfrog_steps, self._key,
-                                       self.chain_offset)
+        self._chains = self._chain_kernel(target, mu, inverse_mass)
         # The target as given (float64: mu is rounded to the chains' dtype where it is used).
         self.target = target if target is not None else StandardGaussian(
             torch.zeros(self._q.shape[1]) if mu is None else torch.as_tensor(mu))
@@ -179,6 +173,8 @@ class Sampler:
         self._m2 = torch.zeros(chains, dim, **f64)
         self._accept_count = torch.zeros(chains, dtype=torch.int64, device=self._q.device)
         self._accept_prob_sum = torch.zeros(chains, **f64)
+        self._statistics = RunStatistics(self._mean, self._m2, self._accept_count,
+                                         self._accept_prob_sum)
         self._no_samples = self._q.new_empty(0)
         self._sample_parts: list[torch.Tensor] = []
         self._num_transitions = 0
@@ -190,7 +186,7 @@ class Sampler:
         self._stream_resumes = False  # the out= store exists: cut back to _num_kept on opening
         self._stream = None  # the DrawStream of the run in progress
 
-    def _tuned_chains(self, target, mu, inverse_mass) -> TunedChains:
+    def _chain_kernel(self, target, mu, inverse_mass) -> ChainKernel:
         chains, dim = self._q.shape
         if target is None:
             target = StandardGaussian(check_mu(mu, self._q))
@@ -205,7 +201,7 @@ class Sampler:
         step = torch.as_tensor(self.step_size, dtype=torch.float64, device=self._q.device)
         if inverse_mass is None:
             inverse_mass = torch.ones(dim, dtype=self._q.dtype, device=self._q.device)
-        return TunedChains(self._q, target, step.expand(groups),
+        return ChainKernel(self._q, target, step.expand(groups),
                            inverse_mass.expand(groups, dim), self.jitter, self.num_leapfrog_steps,
                            self._key, self.chain_offset, self.warmup, self._next)
 
@@ -299,8 +295,8 @@ class Sampler:
         checkpoint's arguments."""
         for name in ("mean", "m2", "accept_count", "accept_prob_sum"):
             getattr(self, f"_{name}").copy_(tensors[name])
-        self._chains.load_state({name[len("chains_"):]: t for name, t in tensors.items()
-                                 if name.startswith("chains_")}, integers)
+        self._chains.load_checkpoint_state({name[len("chains_"):]: t for name, t in tensors.items()
+                                            if name.startswith("chains_")}, integers)
         self._next = integers["next_transition"]
         self._warmup_done = integers["warmup_done"]
         self._num_transitions = integers["num_transitions"]
@@ -314,7 +310,7 @@ class Sampler:
         """Everything a checkpoint holds (checkpoint.py writes it): the constructor's arguments,
         the books (tensors with their dimension names, integers), the chains' state, and the
         draws kept in memory (a list of [chains, k, dim] parts, or None)."""
-        chain_tensors, chain_integers = self._chains.state()
+        chain_tensors, chain_integers = self._chains.checkpoint_state()
         tensors = {"q": (self._q, ("chain", "dim")), "mean": (self._mean, ("chain", "dim")),
                    "m2": (self._m2, ("chain", "dim")),
                    "accept_count": (self._accept_count, ("chain",)),
@@ -439,8 +435,8 @@ class Sampler:
                 draws = buffer[:, drawn:drawn + kept]
             else:
                 draws = self._no_samples
-            self._chains.run(self._q, self._next, size, self.thin, draws, self._mean, self._m2,
-                             self._accept_count, self._accept_prob_sum, self._num_kept)
+            self._chains.sample(self._q, self._next, size, self.thin, draws, self._statistics,
+                                self._num_kept)
             if stream is not None and kept:
                 stream.submit(self._num_kept, kept)
             # The books of the call (SIGINT is held meanwhile), consistent after every chunk.
@@ -595,7 +591,7 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            target_accept: float = 0.8, adapt_step_size: bool = True,
            adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
            inverse_mass: torch.Tensor | None = None,
-           adapt_windows: tuple[int, int, int] = (75, 25, 50), out=None, checkpoint=None,
+           adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
            checkpoint_every: float = 60.0) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
     inverse mass; not returned) and then `num_samples` HMC transitions on the target (default

@@ -16,7 +16,8 @@ fast interval of ``init_buffer`` = 75 iterations, slow windows of ``base_window`
 a terminal fast interval of ``term_buffer`` = 50 (Stan's adapt init_buffer / window / term_buffer).
 When the three do not fit in num_warmup they scale to 15% / 75% / 10% of it; with fewer than 20
 warm-up iterations there are no slow windows (step size only). The C++ twin is
-csrc/math/adaptation_windows.h.
+csrc/math/adaptation_windows.h (the tests' oracle is
+tests/unit/_windows_reference.py).
 
 Per chain or pooled. Dual averaging of one chain's step size is driven by that chain's acceptance
 statistic, which for static HMC is noisy from transition to transition; since acceptance is a
@@ -49,37 +50,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
-INIT_BUFFER = 75
-TERM_BUFFER = 50
-BASE_WINDOW = 25
-MIN_WARMUP_FOR_WINDOWS = 20
+from .._limits import LIMITS, STAN_WINDOWS
 
-
-def warmup_windows(num_warmup: int, init_buffer: int = INIT_BUFFER, base_window: int = BASE_WINDOW,
-                   term_buffer: int = TERM_BUFFER) -> list[tuple[int, int]]:
-    """The slow windows of a warm-up of ``num_warmup`` iterations, as [start, stop) pairs.
-
-    >>> warmup_windows(1000)
-    [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
-    """
-    if num_warmup < MIN_WARMUP_FOR_WINDOWS:
-        return []
-    init, term, base = init_buffer, term_buffer, base_window
-    if init + base + term > num_warmup:
-        init, term = int(0.15 * num_warmup), int(0.10 * num_warmup)
-        base = num_warmup - init - term
-    last = num_warmup - term - 1  # the last slow iteration
-    windows = []
-    start, size, end = init, base, init + base - 1
-    while True:
-        windows.append((start, end + 1))
-        if end == last:
-            return windows
-        size *= 2  # Stan's compute_next_window
-        nxt = end + size
-        if nxt != last and nxt + 2 * size >= last + 1:
-            nxt = last
-        start, end = end + 1, nxt
+MAX_WARMUP = LIMITS["kMaxWarmupLength"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +67,7 @@ class WarmupSettings:
     adapt_step_size: bool = True
     adapt_mass_matrix: bool = True
     pooled: bool = False
-    windows: tuple[int, int, int] = (INIT_BUFFER, BASE_WINDOW, TERM_BUFFER)
+    windows: tuple[int, int, int] = STAN_WINDOWS
 
     def __post_init__(self):
         n = self.num_warmup
@@ -110,10 +83,11 @@ class WarmupSettings:
         w = self.windows
         if (not isinstance(w, (tuple, list)) or len(w) != 3
                 or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in w)
-                or not (0 <= w[0] <= 2**40 and 1 <= w[1] <= 2**40 and 0 <= w[2] <= 2**40)):
+                or not (0 <= w[0] <= MAX_WARMUP and 1 <= w[1] <= MAX_WARMUP
+                        and 0 <= w[2] <= MAX_WARMUP)):
             raise ValueError("adapt_windows must be (init_buffer >= 0, base_window >= 1, "
                              f"term_buffer >= 0), Stan's (75, 25, 50); got {w!r}")
-        if n > 2**40:
+        if n > MAX_WARMUP:
             raise ValueError(f"num_warmup must be <= 2**40, got {n}")
         object.__setattr__(self, "num_warmup", int(n))
         object.__setattr__(self, "target_accept", float(a))

@@ -50,8 +50,8 @@ class KernelStep:
     num_leapfrog_steps: int = 10
 
     def __call__(self, q, mu, *, seed, transition):
-        return Transition(*ops.hmc_step_traced(q, mu, self.step_size, self.num_leapfrog_steps,
-                                               "philox", None, seed, transition))
+        return Transition(*ops.transition(q, mu, self.step_size, self.num_leapfrog_steps,
+                                          "philox", None, seed, transition, trace=True))
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class KernelGeneratorStep:
     num_leapfrog_steps: int = 10
 
     def __call__(self, q, mu, *, generator):
-        return Transition(*ops.hmc_step_traced(q, mu, self.step_size, self.num_leapfrog_steps,
-                                               self.rng, generator, None, 0))
+        return Transition(*ops.transition(q, mu, self.step_size, self.num_leapfrog_steps,
+                                          self.rng, generator, trace=True))
 
 
 def stationary_start(mu: torch.Tensor, chains: int, generator: torch.Generator) -> torch.Tensor:

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from fused_hmc import ops
-from fused_hmc.sampling.warmup import WarmupSettings, warmup_windows
+from fused_hmc.sampling.warmup import WarmupSettings
+
+from ._windows_reference import warmup_windows
 from fused_hmc.targets import DiagonalGaussian
 
 from .test_targets import make_target, run_tuned
