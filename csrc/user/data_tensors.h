@@ -2,7 +2,9 @@
 // pointer: the Python side already converted the tensor, so a failure here is a bug there, named.
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <vector>
