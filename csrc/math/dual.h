@@ -8,6 +8,9 @@
 // Derivative rules follow Stan's fwd functions; at kinks and edges they match torch autograd:
 // abs'(0) = 0; fmax/fmin pass the derivative of the first argument on ties (and of the other one
 // when an argument is NaN); pow(x, y) has d/dx = 0 when y = 0 and d/dy = 0 when x = 0 and y >= 0.
+// Forward mode's one difference from reverse mode: an infinite slope times a zero tangent is NaN,
+// so sqrt(x0) + x1 at x0 = 0 has d/dx1 = NaN in the pass that also seeds x0 (Stan's fvar alike);
+// such a point has an infinite gradient anyway.
 // Where a formula would lose accuracy the derivative uses another: tanh' = 4e/(1+e)^2 with
 // e = exp(-2|x|) (1 - tanh^2 cancels for large |x|), expm1' = exp(x), d pow(x, y)/dx = y pow / x.
 //
@@ -15,8 +18,8 @@
 // (scalar_functions.h), so a dual's v equals the plain evaluation where both do the same
 // arithmetic. Mixed scalars: a double or integer operand of a Dual<float, W> is converted to float
 // (x * 0.5 stays float math on the GPU; plain float code would promote to double, so float values
-// may differ from the plain ones in the last bits); comparisons use C++'s own promotion, so a branch
-// such as `if (x > 0.1)` goes the same way for a Dual as for the plain T.
+// may differ from the plain ones in the last bits); comparisons use C++'s own promotion, so a
+// branch such as `if (x > 0.1)` goes the same way for a Dual as for the plain T.
 #pragma once
 
 #include <stdint.h>
@@ -177,8 +180,8 @@ FHMC_HD Dual<T, W> operator/(const Dual<T, W>& a, S b) {
 }
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> operator/(S a, const Dual<T, W>& b) {
-  const T q = static_cast<T>(a) / b.v;
-  return dual_detail::chain(b, q, -q / b.v);
+  const T q = static_cast<T>(a) / b.v, inv = T(1) / b.v;
+  return dual_detail::chain(b, q, -q * inv);  // the Dual / Dual slope, bit for bit
 }
 
 // ---- comparisons: values only, in C++'s own promotion (the branch the plain T would take) ----

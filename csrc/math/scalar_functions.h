@@ -2,8 +2,8 @@
 // device). dual.h adds the same names for Dual; target_functions.h gathers both for user code.
 //
 // Why wrappers and not `using std::exp`: under nvcc the device side has the CUDA library's global
-// overloads (::expf, ::exp(float)), the host side std::'s; each wrapper picks one per compiler pass,
-// so exp(float) stays float everywhere (no silent double math on the GPU) and one overload set
+// overloads (::expf, ::exp(float)), the host side std::'s; each wrapper picks one per compiler
+// pass, so exp(float) stays float everywhere (no silent double math on the GPU) and one overload set
 // serves both. They live in fused_hmc::target_math, apart from the rest of fused_hmc, so that
 // kernel code calling exp/log unqualified in namespace fused_hmc resolves exactly as before.
 //
@@ -12,7 +12,8 @@
 // other argument (pow(float, 2) is float), while float with double is double (C++ promotion).
 // Numerically stable forms: log_sum_exp(a, b) = max + log1p(exp(-|a - b|)), softplus(x) =
 // max(x, 0) + log1p(exp(-|x|)), log_sigmoid(x) = -softplus(-x), sigmoid from exp(-|x|); none
-// overflows for large |x|. log_sum_exp(-inf, b) = b, log_sum_exp(a, a) = a + log 2 (also for a = inf).
+// overflows for large |x|. log_sum_exp(-inf, b) = b; log_sum_exp(a, a) = a + log 2 (also for
+// a = +-inf, with weights 1/2 where torch's logaddexp gradient is NaN).
 #pragma once
 
 #include <cmath>
