@@ -264,6 +264,12 @@ def _compile_error(log: str, spec: BuildSpec, directory: Path, stage: str) -> Cp
     elif "has no member named" in log:
         members = ", ".join(f"{f.name} ({f.kind})" for f in spec.fields) or "none"
         hint = f"\n(the data members are: {members})"
+    elif not any(line.startswith(spec.source_name) for line in lines):
+        # No diagnostic at a line of the source and no known misuse: fused_hmc's own code failed.
+        return CppCompileError(
+            f"compiling the CppTarget failed in fused_hmc's own code, not at a line of the source "
+            f"({stage}; a fused_hmc bug: please report it with the full log {log_path}):\n"
+            + "\n".join(lines), log_path)
     return CppCompileError(
         f"the CppTarget source does not compile ({stage}; {spec.source_name} lines are the "
         f"source's own; the full log is {log_path}):\n" + "\n".join(lines) + hint, log_path)
