@@ -1,8 +1,10 @@
 """torch.library.opcheck on every operator the extension registers: schema (mutation annotations,
 aliasing), autograd registration, the fake impls against the real kernels (shapes, dtypes,
-strides), and AOT dispatch, on CPU and (marked cuda) CUDA, float32 and float64, for each noise
-mode and for a non-contiguous q. The list of operators comes from the dispatcher, so an operator
-added without samples here fails test_every_registered_op_has_samples.
+strides), and AOT dispatch, on CPU and (marked cuda) CUDA, float32 and float64: the transition op
+in each noise mode, traced and not, and for a non-contiguous q; the run op sampling and warming up,
+for each target, with shared (G = 1, pooled) and per-chain (G = B) step sizes. The list of
+operators comes from the dispatcher (both libraries, fused_hmc and fused_hmc_testing), so an
+operator added without samples here fails test_every_registered_op_has_samples.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ._helpers import randn, seeded_generator
 
 B, D = 5, 3
 _F64 = dict(dtype=torch.float64)
+LIBRARIES = ("fused_hmc", "fused_hmc_testing")
 
 
 def _state(device, dtype, transposed=False):
@@ -24,100 +27,95 @@ def _state(device, dtype, transposed=False):
     return q, randn(gen, D, dtype=dtype, device=device)
 
 
-def _moments(device, draws_kept, dtype):
-    """samples [B, K, d], mean, m2 [B, d] float64, accept_count [B] int64, accept_prob_sum [B]."""
-    return (torch.zeros(B, draws_kept, D, dtype=dtype, device=device),
-            torch.zeros(B, D, device=device, **_F64), torch.zeros(B, D, device=device, **_F64),
-            torch.zeros(B, dtype=torch.long, device=device), torch.zeros(B, device=device, **_F64))
+def _statistics(device):
+    """mean, m2 [B, d] float64, accept_count [B] int64, accept_prob_sum [B] float64."""
+    return dict(mean=torch.zeros(B, D, device=device, **_F64),
+                m2=torch.zeros(B, D, device=device, **_F64),
+                accept_count=torch.zeros(B, dtype=torch.long, device=device),
+                accept_prob_sum=torch.zeros(B, device=device, **_F64))
 
 
-def _targets(device, dtype):
-    """(target_kind, precision) of each Gaussian target: identity, diagonal, dense SPD; the
-    samples pair them with shared (G = 1) and per-chain (G = B) step sizes in turn."""
+def _targets(device, dtype, mu):
+    """(name, target_tensors) of each Gaussian target: standard, diagonal, dense SPD."""
     a = randn(seeded_generator("opcheck-precision"), D, D, dtype=dtype, device=device)
-    return [(0, torch.empty(0, dtype=dtype, device=device)),
-            (1, torch.full((D,), 2.0, dtype=dtype, device=device)),
-            (2, a @ a.t() + D * torch.eye(D, dtype=dtype, device=device))]
+    return [("standard", [mu]),
+            ("diagonal", [mu, torch.full((D,), 2.0, dtype=dtype, device=device)]),
+            ("dense", [mu, a @ a.t() + D * torch.eye(D, dtype=dtype, device=device)])]
 
 
-def _hmc_step_noise(device, dtype):
-    q, mu = _state(device, dtype)
-    p = randn(seeded_generator("opcheck-p"), B, D, dtype=dtype, device=device)
-    return [(q, mu, p, torch.rand(B, dtype=u, device=device), 0.3, 4)
-            for u in (torch.float32, torch.float64)]
-
-
-def _noise_drawing(device, dtype):
+def _transition(device, dtype):
     q, mu = _state(device, dtype)
     q_t, _ = _state(device, dtype, transposed=True)
-    return [(q, mu, 0.3, 4, "torch"), (q_t, mu, 0.3, 4, "torch"), (q, mu, 0.3, 4, "philox"),
-            (q_t, mu, 0.3, 4, "philox", None, 7, 2)]
+    p = randn(seeded_generator("opcheck-p"), B, D, dtype=dtype, device=device)
+    samples = []
+    for trace in (False, True):
+        samples += [((q, mu, 0.3, 4, "torch"), dict(trace=trace)),
+                    ((q_t, mu, 0.3, 4, "torch"), dict(trace=trace)),
+                    ((q, mu, 0.3, 4, "philox"), dict(trace=trace)),
+                    ((q_t, mu, 0.3, 4, "philox", None, 7, 2), dict(trace=trace))]
+        samples += [((q, mu, 0.3, 4, "given"),
+                     dict(momentum=p, uniform=torch.rand(B, dtype=u, device=device), trace=trace))
+                    for u in (torch.float32, torch.float64)]
+    return samples
 
 
 def _philox4x32(device, dtype):
     counters = torch.randint(-2**31, 2**31 - 1, (6, 4), dtype=torch.int32,
                              generator=seeded_generator("opcheck-counters")).to(device)
-    return [(counters, 0x1234_5678_9ABC_DEF0)]
+    return [((counters, 0x1234_5678_9ABC_DEF0), {})]
 
 
-def _run_chains(device, dtype):
-    q, mu = _state(device, dtype)
-    return [(q.clone(), mu, 0.3, 4, 7, 0, 3, 4, 2, *_moments(device, 2, dtype), 0),
-            (q.clone(), mu, 0.3, 4, 7, 0, 0, 3, 1, torch.empty(0, dtype=dtype, device=device),
-             *_moments(device, 0, dtype)[1:], 0)]
-
-
-def _run_chains_tuned(device, dtype):
+def _run(device, dtype):
+    """Sampling (draws kept and thinned, none kept as None and as an empty tensor) and warm-up
+    (given windows and Stan's; both adaptations or the step size only), each target with G = 1 and
+    G = B."""
     q, mu = _state(device, dtype)
     samples = []
-    for (kind, precision), groups in zip(_targets(device, dtype), (1, B, 1)):
+    pairs = zip(_targets(device, dtype, mu) * 2, (1, B, 1, B, 1, B))
+    for i, ((name, tensors), groups) in enumerate(pairs):
         step = torch.full((groups,), 0.3, device=device, **_F64)
         inv_mass = torch.full((groups, D), 0.8, dtype=dtype, device=device)
-        samples.append((q.clone(), kind, mu, precision, step, inv_mass, 0.2, 4, 7, 0, 0, 4, 2,
-                        *_moments(device, 2, dtype), 0))
-    return samples
-
-
-def _warmup_chains(device, dtype):
-    q, mu = _state(device, dtype)
-    samples = []
-    for (kind, precision), groups in zip(_targets(device, dtype), (B, 1, B)):
-        step = torch.full((groups,), 0.3, device=device, **_F64)
-        inv_mass = torch.ones(groups, D, dtype=dtype, device=device)
-        state = (torch.zeros(groups, 3, device=device, **_F64),
-                 torch.zeros(B, D, device=device, **_F64), torch.zeros(B, D, device=device, **_F64))
-        samples.append((q.clone(), kind, mu, precision, step, inv_mass, 0.1, 3, 7, 0, 0, 20, 0, 40,
-                        5, 5, 5, 0.8, True, True, *state))
+        head = (name, tensors, [], step, inv_mass, 0.2, 4, 7, 0)
+        kept = [torch.zeros(B, 2, D, dtype=dtype, device=device), None,
+                torch.empty(0, dtype=dtype, device=device)][i % 3]
+        thin = 2 if i % 3 == 0 else 1  # transitions 3..6, thin 2: two kept
+        samples.append(((q.clone(), *head, 3, 4),
+                        dict(thin=thin, kept_before=1, samples=kept, **_statistics(device))))
+        warmup = dict(dual_averaging=torch.zeros(groups, 3, device=device, **_F64),
+                      window_mean=torch.zeros(B, D, device=device, **_F64),
+                      window_m2=torch.zeros(B, D, device=device, **_F64), warmup_start=0,
+                      num_warmup=40, windows=[5, 5, 5] if i % 2 else [], target_accept=0.8,
+                      adapt_step_size=True, adapt_mass_matrix=i != 4)
+        samples.append(((q.clone(), *head, 0, 20), warmup))
     return samples
 
 
 SAMPLES = {
-    "hmc_step_noise": _hmc_step_noise,
-    "hmc_step": _noise_drawing,
-    "hmc_step_traced": _noise_drawing,
-    "philox4x32": _philox4x32,
-    "run_chains": _run_chains,
-    "run_chains_tuned": _run_chains_tuned,
-    "warmup_chains": _warmup_chains,
+    "fused_hmc::transition": _transition,
+    "fused_hmc::run": _run,
+    "fused_hmc_testing::philox4x32": _philox4x32,
 }
 
 
 def _registered_ops() -> set[str]:
     _build.load_extension()
-    prefix = "fused_hmc::"
-    return {name[len(prefix):] for name in torch._C._dispatch_get_all_op_names()
-            if name.startswith(prefix)}
+    return {name for name in torch._C._dispatch_get_all_op_names()
+            if name.split("::")[0] in LIBRARIES}
 
 
 def test_every_registered_op_has_samples():
     assert _registered_ops() == set(SAMPLES)
 
 
+def _op(name):
+    library, op = name.split("::")
+    return getattr(getattr(torch.ops, library), op).default
+
+
 def _opcheck(name, device, dtype):
     _build.load_extension()
-    op = getattr(torch.ops.fused_hmc, name).default
-    for args in SAMPLES[name](device, dtype):
-        torch.library.opcheck(op, args)
+    for args, kwargs in SAMPLES[name](device, dtype):
+        torch.library.opcheck(_op(name), args, kwargs)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
@@ -126,12 +124,21 @@ def test_opcheck(device, name, dtype):
     _opcheck(name, device, dtype)
 
 
-@pytest.mark.parametrize("name", ["hmc_step", "hmc_step_traced"])
-def test_opcheck_under_float64_default_dtype(device, name):
-    """torch.rand(B) is float64 then: the ops and their fake impls must agree on it too."""
+def test_run_samples_cover_each_mode_target_and_grouping():
+    """The run op's samples: every target sampled and warmed up, each with G = 1 and G = B."""
+    seen = set()
+    for args, kwargs in _run("cpu", torch.float32):
+        mode = "warmup" if kwargs.get("dual_averaging") is not None else "sampling"
+        seen.add((mode, args[1], "pooled" if args[4].shape[0] == 1 else "per-chain"))
+    assert seen == {(m, t, g) for m in ("sampling", "warmup")
+                    for t in ("standard", "diagonal", "dense") for g in ("pooled", "per-chain")}
+
+
+def test_opcheck_under_float64_default_dtype(device):
+    """torch.rand(B) is float64 then: the transition op and its fake impl must agree on it too."""
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        _opcheck(name, device, torch.float32)
+        _opcheck("fused_hmc::transition", device, torch.float32)
     finally:
         torch.set_default_dtype(before)

@@ -1,8 +1,8 @@
 """The Gaussian target family: pure-torch targets, and the tuned transition against its reference.
 
-The tuned ops (run_chains_tuned / warmup_chains) draw their noise from the philox stream; the tests
-recover that very noise (momentum and uniform through hmc_step_traced, the jitter word through the
-raw philox4x32 op) and feed it to the pure-torch reference ``reference_tuned_step``.
+The run op (fused_hmc::run) draws its noise from the philox stream; the tests recover that very
+noise (momentum and uniform through the transition op's trace, the jitter word through the
+test-only philox4x32 op) and feed it to the pure-torch reference ``reference_tuned_step``.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 import fused_hmc
 from fused_hmc import ops, philox_numpy
-from fused_hmc.reference import reference_tuned_step
+from fused_hmc.reference import reference_log_accept_ratio, reference_tuned_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
 
 from ._helpers import as_int64, randn, seeded_generator
@@ -34,7 +34,11 @@ def make_target(kind: str, dim: int, key="target"):
     return DenseGaussian(mu, basis @ torch.diag(eigen) @ basis.T)
 
 
+STATISTICS = ("mean", "m2", "accept_count", "accept_prob_sum")
+
+
 def stat_buffers(chains, dim, device="cpu"):
+    """The sampling statistics (mean, m2, accept_count, accept_prob_sum), zeroed."""
     f64 = dict(dtype=torch.float64, device=device)
     return (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64),
             torch.zeros(chains, dtype=torch.int64, device=device), torch.zeros(chains, **f64))
@@ -42,12 +46,31 @@ def stat_buffers(chains, dim, device="cpu"):
 
 def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
               chain_offset=0):
-    """run_chains_tuned on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
-    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    """The run op sampling on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run_chains_tuned(q, kind, mu, precision, step_size, inv_mass, jitter, num_steps, seed,
-                         chain_offset, first, n, 1, samples, *buffers, 0)
+    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+            step_size, inv_mass, jitter, num_steps, seed, chain_offset, first, n, samples=samples,
+            **dict(zip(STATISTICS, buffers)))
     return buffers
+
+
+def transition_loop(q0, mu, step_size, num_steps, seed, chain_offset, first, n):
+    """Transitions first .. first + n - 1 of N(mu, I) through the transition op (noise="philox",
+    seed=seed, transition=t), an independent implementation of the run op's standard-target path:
+    chain b is stream chain chain_offset + b (the chains below it are computed and dropped; a
+    chain's noise does not depend on the batch). Returns (q, draws [B, n, d], accept_count [B],
+    accept_prob_sum [B], the latter min(1, exp(log_alpha)) of the float64 reference)."""
+    q = torch.cat([q0.new_zeros(chain_offset, q0.shape[1]), q0])
+    draws, count, prob = [], torch.zeros(q0.shape[0], dtype=torch.int64, device=q0.device), 0
+    for t in range(first, first + n):
+        q_new, accepted, momentum, _ = ops.transition(q, mu, step_size, num_steps, "philox",
+                                                      seed=seed, transition=t, trace=True)
+        log_alpha = reference_log_accept_ratio(q, mu, step_size, num_steps, momentum)
+        prob = prob + log_alpha.clamp(max=0).exp()[chain_offset:]
+        count += accepted[chain_offset:]
+        q = q_new
+        draws.append(q[chain_offset:])
+    return q[chain_offset:], torch.stack(draws, 1), count, prob
 
 
 def jitter_uniform(chains: int, dim: int, dtype, seed: int, transition: int) -> torch.Tensor:
@@ -108,9 +131,8 @@ def test_dense_limit_in_the_op():
     d = MAX_DENSE_DIM + 1
     q = torch.zeros(1, d)
     with pytest.raises(ValueError, match=f"supports dim <= {MAX_DENSE_DIM}"):
-        ops.run_chains_tuned(q, 2, torch.zeros(d), torch.eye(d), torch.ones(1, dtype=torch.float64),
-                             torch.ones(1, d), 0.0, 1, 0, 0, 0, 1, 1, q.new_empty(0),
-                             *stat_buffers(1, d), 0)
+        ops.run(q, "dense", [torch.zeros(d), torch.eye(d)], [], torch.ones(1, dtype=torch.float64),
+                torch.ones(1, d), 0.0, 1, 0, 0, 0, 1, **dict(zip(STATISTICS, stat_buffers(1, d))))
 
 
 def test_dense_at_the_limit_runs():
@@ -130,23 +152,36 @@ def test_dense_at_the_limit_runs():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_standard_unit_mass_equals_run_chains(dtype):
-    """Every target kind written as N(mu, I) (identity precision), unit inverse mass, no jitter:
-    run_chains_tuned is run_chains bit for bit (q, samples, Welford, acceptance)."""
-    chains, dim = 9, 7
+def test_standard_unit_mass_equals_the_transition_op(dtype):
+    """The run op on N(mu, I), shared step size, unit inverse mass, no jitter, is the transition
+    op's philox transitions bit for bit (q, kept draws, acceptance counts; the moments and
+    acceptance probabilities to rounding, the latter against the float64 reference's); and every
+    target kind written as N(mu, I) (identity precision), shared (G = 1) or per chain (G = B),
+    gives exactly those bits (q, samples, Welford, acceptance)."""
+    chains, dim, offset, first, n = 9, 7, 3, 2, 10
     gen = seeded_generator("tuned-vs-plain", dtype)
     q0 = randn(gen, chains, dim, dtype=dtype)
     mu = randn(gen, dim, dtype=dtype)
-    q_plain, s_plain, b_plain = q0.clone(), torch.empty(chains, 10, dim, dtype=dtype), \
-        stat_buffers(chains, dim)
-    ops.run_chains(q_plain, mu, 0.7, 4, 55, 3, 2, 10, 1, s_plain, *b_plain, 0)
+    q_loop, draws, count, prob = transition_loop(q0, mu, 0.7, 4, 55, offset, first, n)
+    q_plain, s_plain = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
+    b_plain = run_tuned(q_plain, StandardGaussian(mu), torch.full((1,), 0.7, dtype=torch.float64),
+                        torch.ones(1, dim, dtype=dtype), 0.0, 4, 55, first, n, s_plain,
+                        chain_offset=offset)
+    assert torch.equal(q_plain, q_loop) and torch.equal(s_plain, draws)
+    mean, m2, accept_count, accept_prob = b_plain
+    assert torch.equal(accept_count, count)
+    assert 0 < int(count.sum()) < chains * n  # both decisions occur
+    torch.testing.assert_close(mean, draws.double().mean(1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(m2, draws.double().var(1) * (n - 1), rtol=1e-10, atol=1e-10)
+    tol = 1e-10 if dtype == torch.float64 else 1e-4  # the float32 trajectory's energy rounding
+    torch.testing.assert_close(accept_prob, prob, rtol=tol, atol=tol)
     for target in (StandardGaussian(mu), DiagonalGaussian(mu, torch.ones(dim)),
                    DenseGaussian(mu, torch.eye(dim))):
         for groups in (1, chains):
-            q, samples = q0.clone(), torch.empty(chains, 10, dim, dtype=dtype)
+            q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
             buffers = run_tuned(q, target, torch.full((groups,), 0.7, dtype=torch.float64),
-                                torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, 2, 10, samples,
-                                chain_offset=3)
+                                torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, first, n,
+                                samples, chain_offset=offset)
             assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
             assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
 
@@ -181,9 +216,9 @@ def test_transition_matches_reference(kind, dtype, device):
     q, accepted = q.cpu(), accept_count.bool()
 
     _, _, normal, uniform = [
-        x.cpu() for x in ops.hmc_step_traced(q0.to(device), torch.zeros(dim, dtype=dtype,
-                                             device=device), 0.1, 1, "philox", None,
-                                             as_int64(seed), t)]
+        x.cpu() for x in ops.transition(q0.to(device), torch.zeros(dim, dtype=dtype,
+                                        device=device), 0.1, 1, "philox", None,
+                                        as_int64(seed), t, trace=True)]
     v = jitter_uniform(chains, dim, dtype, seed, t).double()
     eps_t = eps * (1 + jitter * (2 * v - 1))
     q_ref, acc_ref, log_alpha = reference_tuned_step(
@@ -215,8 +250,8 @@ def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
         run_tuned(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
         runs[jitter] = q
     plain = q0.clone()
-    ops.run_chains_tuned(plain, *target.op_arguments(torch.float64, "cpu"), step, inv_mass, 0.0,
-                         3, 9, 0, 0, 6, 1, plain.new_empty(0), *stat_buffers(16, 5), 0)
+    ops.run(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
+            0.0, 3, 9, 0, 0, 6, **dict(zip(STATISTICS, stat_buffers(16, 5))))
     assert torch.equal(runs[0.0], plain)
     assert not torch.equal(runs[0.3], plain)
 
@@ -226,19 +261,20 @@ def test_op_checks_tuned_arguments():
     mu = torch.zeros(4)
     one = torch.ones(1, dtype=torch.float64)
 
-    def call(kind=1, precision=torch.ones(4), step=one, inv_mass=torch.ones(1, 4), jitter=0.0):
-        ops.run_chains_tuned(q, kind, mu, precision, step, inv_mass, jitter, 2, 0, 0, 0, 1, 1,
-                             q.new_empty(0), *stat_buffers(3, 4), 0)
+    def call(target="diagonal", tensors=None, step=one, inv_mass=torch.ones(1, 4), jitter=0.0):
+        tensors = [mu, torch.ones(4)] if tensors is None else tensors
+        ops.run(q, target, tensors, [], step, inv_mass, jitter, 2, 0, 0, 0, 1,
+                **dict(zip(STATISTICS, stat_buffers(3, 4))))
 
     call()
-    with pytest.raises(ValueError, match="target_kind must be"):
-        call(kind=3)
-    with pytest.raises(ValueError, match="precision must be empty"):
-        call(kind=0)
-    with pytest.raises(ValueError, match=r"precision of a diagonal target must have shape \[4\]"):
-        call(precision=torch.ones(3))
+    with pytest.raises(ValueError, match='unknown target "nope"; the known targets are .*"dense"'):
+        call(target="nope")
+    with pytest.raises(ValueError, match='target "standard" takes 1 target_tensors, got 2'):
+        call(target="standard")
+    with pytest.raises(ValueError, match=r"precision of the diagonal target must have shape \[4\]"):
+        call(tensors=[mu, torch.ones(3)])
     with pytest.raises(TypeError, match="precision must have q's dtype"):
-        call(precision=torch.ones(4, dtype=torch.float64))
+        call(tensors=[mu, torch.ones(4, dtype=torch.float64)])
     with pytest.raises(ValueError, match=r"step_size must have shape \[1\] \(shared\) or \[3\]"):
         call(step=torch.ones(2, dtype=torch.float64))
     with pytest.raises(TypeError, match="step_size must be Double"):
