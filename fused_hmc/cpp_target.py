@@ -85,6 +85,11 @@ class CppTarget:
         self._fields, self.data = cpp_data.prepare(data)
         self._arguments: dict[tuple[torch.dtype, torch.device], tuple] = {}
         self._modules: dict[tuple[torch.dtype, str], object] = {}
+        self._registered: set[str] = set()
+        for f in self._fields:
+            if f.kind == "int" and abs(self.data[f.name]) > 2**53:
+                raise ValueError(f"data[{f.name!r}] = {self.data[f.name]} is beyond 2**53 in "
+                                 "magnitude: the sampler passes int scalars as doubles")
 
     @staticmethod
     def _read_source(source) -> tuple[str, str]:
@@ -145,6 +150,34 @@ class CppTarget:
             self._arguments[key] = cpp_data.to_arguments(self._fields, self.data, dtype,
                                                          torch.device(device))
         return self._arguments[key]
+
+    # -- what the sampler's run op takes (fused_hmc/sampling/kernel.py) --------------------------
+
+    def op_name(self, dtype: torch.dtype, device) -> str:
+        """The run op's name for this model's chain kernels in `dtype` on `device`: compiles the
+        module on first use and registers its kernels with the main library."""
+        module = self.module(dtype, device)
+        name = module.target_name()
+        if name not in self._registered:
+            from . import _build
+
+            if module.chain_params_version() != _build.bindings().chain_params_version():
+                raise _build.ExtensionBuildError(
+                    "the CppTarget module was compiled against other fused_hmc headers than the "
+                    "loaded extension; remove its build directory and retry")
+            _build.bindings().register_target(module.target_entry())
+            self._registered.add(name)
+        return name
+
+    def op_tensors(self, dtype: torch.dtype, device) -> list[torch.Tensor]:
+        """The run op's target_tensors: the data tensors, in the generated order."""
+        return list(self.data_arguments(dtype, device)[0])
+
+    def op_scalars(self) -> list[float]:
+        """The run op's target_scalars: the float data, then the int data (exact as doubles up to
+        2^53, which the constructor checks)."""
+        _, floats, ints = self.data_arguments(torch.float64, torch.device("cpu"))
+        return [float(v) for v in floats] + [float(v) for v in ints]
 
     def _positions(self, x, name: str = "x") -> torch.Tensor:
         if not isinstance(x, torch.Tensor):

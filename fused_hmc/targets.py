@@ -120,6 +120,10 @@ class _Gaussian:
             tensors.append(precision.to(dtype=dtype, device=device).contiguous())
         return tensors
 
+    def op_name(self, dtype: torch.dtype, device) -> str:
+        """The run op's name for this target (any dtype and device)."""
+        return self.op_target
+
     def op_scalars(self) -> list[float]:
         """The run op's target_scalars: none for the Gaussians."""
         return []

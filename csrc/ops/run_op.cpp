@@ -8,7 +8,6 @@
 
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "../check_message.h"
@@ -91,15 +90,6 @@ WarmupParams<scalar_t> warmup_params(const RunRequest& r) {
   p.window_mean = r.window_mean->data_ptr<double>();
   p.window_m2 = r.window_m2->data_ptr<double>();
   return p;
-}
-
-template <typename scalar_t>
-const ChainLaunchers<scalar_t>& launchers_for(const TargetEntry& t) {
-  if constexpr (std::is_same_v<scalar_t, float>) {
-    return t.f32;
-  } else {
-    return t.f64;
-  }
 }
 
 const char* dtype_name(at::ScalarType t) { return t == at::kFloat ? "float32" : "float64"; }
@@ -204,7 +194,7 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
   const c10::OptionalDeviceGuard guard(q.device());
   const TargetTensors views = target_tensor_views(r);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_hmc::run", [&] {
-    const ChainLaunchers<scalar_t>& launchers = launchers_for<scalar_t>(*r.target);
+    const ChainLaunchers<scalar_t>& launchers = launchers_of<scalar_t>(*r.target);
     if (q.is_cuda()) {
       launch_cuda<scalar_t>(r, launchers, views);
     } else {

@@ -36,6 +36,18 @@ struct TargetEntry {
   ChainLaunchers<double> f64;
 };
 
+// An entry's launchers for one dtype.
+template <typename scalar_t>
+ChainLaunchers<scalar_t>& launchers_of(TargetEntry& e);
+template <>
+inline ChainLaunchers<float>& launchers_of<float>(TargetEntry& e) { return e.f32; }
+template <>
+inline ChainLaunchers<double>& launchers_of<double>(TargetEntry& e) { return e.f64; }
+template <typename scalar_t>
+const ChainLaunchers<scalar_t>& launchers_of(const TargetEntry& e) {
+  return launchers_of<scalar_t>(const_cast<TargetEntry&>(e));
+}
+
 // Adds (or, by name, replaces) a target; a registered CPU and a CUDA half of one target merge.
 void register_target(const TargetEntry& entry);
 // The entry called `name`, or null.

@@ -74,13 +74,17 @@ def check_mu(mu, q: torch.Tensor) -> torch.Tensor:
 def check_target(target, mu, q: torch.Tensor):
     if target is None:
         return None
-    if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian)):
+    from ..cpp_target import CppTarget
+
+    if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian, CppTarget)):
         raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
-                        f"DenseGaussian, got {type(target).__name__}")
+                        f"DenseGaussian, or a fused_hmc.CppTarget, got {type(target).__name__}")
     if mu is not None:
         raise ValueError("pass the mean either as mu= or inside target=, not both")
     if target.dim != q.shape[1]:
         raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
+    if isinstance(target, CppTarget):
+        target.validate_start(q)  # log p and its gradient finite at every starting point
     return target
 
 

@@ -55,7 +55,7 @@ class ChainKernel:
     def __init__(self, q: torch.Tensor, target, step_size: torch.Tensor,
                  inverse_mass: torch.Tensor, jitter: float, num_leapfrog_steps: int, key: int,
                  chain_offset: int, settings: WarmupSettings, warmup_start: int):
-        self.target_name = target.op_target
+        self.target_name = target.op_name(q.dtype, q.device)
         self.target_tensors = target.op_tensors(q.dtype, q.device)
         self.target_scalars = target.op_scalars()
         step = step_size.to(dtype=torch.float64, device=q.device).clone()

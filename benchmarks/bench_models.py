@@ -1,0 +1,151 @@
+"""Users' models on the GPU, side by side (issue 14): eight schools (posteriordb's non-centred
+form), 4096 chains, 1000 warm-up + 1000 draws; wall time of warm-up and sampling together (after
+one untimed run that compiles everything), the smallest bulk ESS over the reported parameters
+(theta[1..8], mu, tau), ESS per second, and the worst |mean - reference| / reference sd.
+
+fused_hmc: the model's CppTarget (dual-number gradients, or the hand-written one) in the chain
+kernels, per-chain warm-up (dual averaging + diagonal mass), step jitter 0.2, L = 8.
+BlackJAX 1.7.1: chees_adaptation(mass_matrix_estimation="diagonal") then dynamic HMC with the
+adapted step size, trajectory length and mass, as its documentation runs it, float32.
+
+Usage: python benchmarks/bench_models.py [--chains 4096] [--out file.json] [--no-jax]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def _summary(draws: np.ndarray, ref) -> dict:
+    """draws [chain, draw, P] constrained, in the reference's order."""
+    from arviz_stats.base import array_stats
+
+    ess = np.asarray(array_stats.ess(draws, chain_axis=0, draw_axis=1, method="bulk"))
+    means = draws.reshape(-1, draws.shape[-1]).mean(0)
+    worst = float(np.max(np.abs(means - ref.mean.numpy()) / ref.sd.numpy()))
+    return {"min_bulk_ess": float(ess.min()), "worst_mean_error_sd": worst}
+
+
+def fused(model, chains: int, warmup: int, draws: int, gradient: bool, dtype) -> dict:
+    import fused_hmc
+
+    target = model.target(gradient=gradient)
+    q0 = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to("cuda", dtype)
+
+    def run(seed):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        res = fused_hmc.sample(q0, draws, target=target, num_warmup=warmup, seed=seed,
+                               num_leapfrog_steps=8, jitter=0.2, progress=False)
+        torch.cuda.synchronize()
+        return res, time.perf_counter() - start
+
+    run(1)  # compiles the model and loads everything
+    res, wall = run(2)
+    x = model.constrained_values(res.samples.double().cpu()).numpy()
+    out = {"wall_s": wall, "accept": float(res.mean_accept_prob.mean()),
+           "gradient_evaluations": chains * (warmup + draws) * 8}
+    return out | _summary(x, _reference(model))
+
+
+def _reference(model):
+    from fused_hmc.validation.posteriordb import load_reference
+
+    return load_reference(model.posteriordb)
+
+
+def blackjax_chees(model, chains: int, warmup: int, draws: int) -> dict:
+    import blackjax
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    data = {k: jnp.asarray(np.asarray(v, dtype=np.float32)) for k, v in model.data.items()}
+    y, sigma = data["y"], data["sigma"]
+
+    def logdensity(x):
+        mu, log_tau = x[8], x[9]
+        tau = jnp.exp(log_tau)
+        lp = -0.5 * (mu / 5.0) ** 2 - jnp.log1p((tau / 5.0) ** 2) + log_tau
+        z = (y - (mu + tau * x[:8])) / sigma
+        return lp - 0.5 * jnp.sum(x[:8] ** 2) - 0.5 * jnp.sum(z ** 2)
+
+    q0 = jnp.asarray(model.initial_point(chains, generator=torch.Generator().manual_seed(0))
+                     .float().numpy())
+
+    def go(seed):
+        key = jax.random.key(seed)
+        k_warm, k_sample = jax.random.split(key)
+        warm = blackjax.chees_adaptation(logdensity, chains, target_acceptance_rate=0.651,
+                                         mass_matrix_estimation="diagonal")
+        (states, params), _ = warm.run(k_warm, q0, step_size=0.1,
+                                       optim=optax.adam(0.025), num_steps=warmup)
+        kernel = blackjax.dynamic_hmc(logdensity, **params).step
+
+        def one(states, key):
+            keys = jax.random.split(key, chains)
+            states, _ = jax.vmap(kernel)(keys, states)
+            return states, states.position
+
+        _, positions = jax.lax.scan(one, states, jax.random.split(k_sample, draws))
+        return jax.block_until_ready(positions)
+
+    go(1)
+    start = time.perf_counter()
+    positions = np.asarray(go(2))  # [draw, chain, 10]
+    wall = time.perf_counter() - start
+    x = np.transpose(positions, (1, 0, 2)).astype(np.float64)
+    constrained = model.constrained_values(torch.from_numpy(x)).numpy()
+    return {"wall_s": wall} | _summary(constrained, _reference(model))
+
+
+def main() -> None:
+    from fused_hmc import models
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chains", type=int, default=4096)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--no-jax", action="store_true")
+    args = parser.parse_args()
+    model = models.eight_schools()
+    rows = {}
+    for name, fn in (("fused_hmc duals f32", lambda: fused(model, args.chains, args.warmup,
+                                                           args.draws, False, torch.float32)),
+                     ("fused_hmc hand-written f32", lambda: fused(model, args.chains, args.warmup,
+                                                                  args.draws, True,
+                                                                  torch.float32)),
+                     ("fused_hmc duals f64", lambda: fused(model, args.chains, args.warmup,
+                                                           args.draws, False, torch.float64))):
+        rows[name] = fn()
+        print(name, rows[name], flush=True)
+    if not args.no_jax:
+        try:
+            rows["blackjax chees+dhmc f32"] = blackjax_chees(model, args.chains, args.warmup,
+                                                             args.draws)
+            print("blackjax", rows["blackjax chees+dhmc f32"], flush=True)
+        except Exception as exc:  # noqa: BLE001 - report the anchor's failure, keep ours
+            rows["blackjax chees+dhmc f32"] = {"error": repr(exc)}
+            print("blackjax failed:", repr(exc), flush=True)
+    print(f"\n{'sampler':30s} {'wall s':>8s} {'min ESS':>10s} {'ESS/s':>10s} {'worst':>7s}")
+    for name, r in rows.items():
+        if "wall_s" in r:
+            print(f"{name:30s} {r['wall_s']:8.2f} {r['min_bulk_ess']:10.3g} "
+                  f"{r['min_bulk_ess'] / r['wall_s']:10.3g} {r['worst_mean_error_sd']:7.3f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"chains": args.chains, "warmup": args.warmup, "draws": args.draws,
+                       "rows": rows, "device": torch.cuda.get_device_name()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
