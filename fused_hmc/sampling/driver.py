@@ -165,7 +165,6 @@ class Sampler:
             adapt_mass_matrix=self.warmup.adapt_mass_matrix, pooled=self.warmup.pooled,
             jitter=self.jitter, inverse_mass=inverse_mass, adapt_windows=self.warmup.windows,
             out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every)
-        self._warmup_done = 0
 
         chains, dim = self._q.shape
         f64 = dict(dtype=torch.float64, device=self._q.device)
@@ -204,6 +203,11 @@ class Sampler:
         return ChainKernel(self._q, target, step.expand(groups),
                            inverse_mass.expand(groups, dim), self.jitter, self.num_leapfrog_steps,
                            self._key, self.chain_offset, self.warmup, self._next)
+
+    @property
+    def _warmup_done(self) -> int:
+        """Warm-up transitions run so far: the one count is the kernel's warm-up left."""
+        return self.warmup.num_warmup - self._chains.warmup_left
 
     @property
     def device(self) -> torch.device:
@@ -298,7 +302,6 @@ class Sampler:
         self._chains.load_checkpoint_state({name[len("chains_"):]: t for name, t in tensors.items()
                                             if name.startswith("chains_")}, integers)
         self._next = integers["next_transition"]
-        self._warmup_done = integers["warmup_done"]
         self._num_transitions = integers["num_transitions"]
         self._num_kept = integers["num_kept"]
         self._interrupted = integers["interrupted"]
@@ -409,7 +412,6 @@ class Sampler:
         def launch(size: int) -> None:
             self._chains.warmup(self._q, self._next, size)
             self._next += size
-            self._warmup_done += size
 
         with self._progress_bar(left, "warm-up") as bar:
             return self._chunk_loop(left, launch, bar, sigint)
