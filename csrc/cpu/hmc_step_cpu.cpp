@@ -157,7 +157,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cpu(
     auto [q_new, accepted] =
         hmc_step_noise_cpu(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
     if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
-    return {q_new, accepted, momentum->contiguous(), *uniform};
+    // fresh tensors: the schema's outputs alias no input
+    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
   }
   auto [q_new, accepted, drawn_momentum, drawn_uniform] =
       transition_drawn_cpu(q, mu, step_size, num_leapfrog_steps, mode, generator, seed, transition);

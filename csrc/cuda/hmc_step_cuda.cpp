@@ -176,7 +176,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cuda(
     auto [q_new, accepted] =
         hmc_step_noise_cuda(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
     if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
-    return {q_new, accepted, momentum->contiguous(), *uniform};
+    // fresh tensors: the schema's outputs alias no input
+    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
   }
   Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
                               transition, trace);

@@ -38,6 +38,7 @@ void check_target_tensors(const RunRequest& r) {
     FHMC_CHECK_VALUE(x.device() == q.device(), name, " must be on q's device ", q.device(),
                      ", got ", x.device());
     FHMC_CHECK_VALUE(x.is_contiguous(), name, " must be contiguous");
+    check_not_differentiated(x, name.c_str());
     FHMC_CHECK_VALUE(x.dim() <= kMaxTensorRank, name, " has more than ", kMaxTensorRank,
                      " dimensions");
     if (t.tensor_count < 0) {
@@ -146,6 +147,8 @@ void check_run_request(const RunRequest& r) {
   const int64_t groups = r.step_size.size(0);
   check_chain_buffer(q, r.step_size, "step_size", {groups}, at::kDouble);
   check_chain_buffer(q, r.inv_mass, "inv_mass", {groups, dim}, q.scalar_type());
+  check_not_differentiated(r.step_size, "step_size");
+  check_not_differentiated(r.inv_mass, "inv_mass");
   FHMC_CHECK_VALUE(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter < 1,
                    "jitter must be in [0, 1), got ", r.jitter);
   if (r.warmup()) {
