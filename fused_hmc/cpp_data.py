@@ -39,7 +39,7 @@ _FLOATING_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 @dataclass(frozen=True)
 class DataField:
-    """One member group of the generated ``Data`` struct. ndim: the tensor's rank (0 for scalars)."""
+    """One member group of the generated ``Data`` struct; ndim: the tensor's rank (0: a scalar)."""
 
     name: str
     kind: Kind

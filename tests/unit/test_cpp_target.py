@@ -3,7 +3,8 @@
 Reference: posteriordb's eight_schools_noncentered, written independently with torch.distributions
 (normalised densities, so it differs from the C++ by a known constant) and differentiated by torch
 autograd. Two modules are compiled for the whole file (module-scope fixtures): the TARGETS.md
-source in float64 (duals), and the source plus a hand-written gradient in float32. The compile-error
+source in float64 (duals), and a variant reading every kind of data (2-D, 0-d and integer tensors,
+a float, an int) with a hand-written gradient in float32. The compile-error
 tests stop at the syntax check (about a second each); the data errors need no compiler at all.
 """
 from __future__ import annotations
@@ -39,43 +40,77 @@ FUSED_HMC_HD T log_density(const T* x, const Data& data) {
 }
 """
 
-# d/dt_j = -t_j + tau z_j / sigma_j; d/dmu = -mu/25 + sum_j z_j / sigma_j;
-# d/dlog_tau = tau (sum_j t_j z_j / sigma_j - (2 tau / 25) / (1 + (tau/5)^2)) + 1.
-GRADIENT_SOURCE = r"""
+# The same model reading every kind of data: obs [2, J] (row 0 y, row 1 sigma), J (an int), mu_scale
+# (a float), tau_scale (a 0-d tensor) and order (an int64 tensor: the schools in another order),
+# with a hand-written gradient:
+# with m = mu / mu_scale and r = tau / tau_scale: d/dt_j = -t_j + tau z_j / sigma_j,
+# d/dmu = -m / mu_scale + sum_j z_j / sigma_j,
+# d/dlog_tau = tau (sum_j t_j z_j / sigma_j - (2 r / tau_scale) / (1 + r^2)) + 1.
+KINDS_SOURCE = r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density(const T* x, const Data& data) {
+  const int64_t J = data.J;
+  const T mu = x[J], log_tau = x[J + 1], tau = exp(log_tau);
+  const T m = mu / data.mu_scale, r = tau / data.tau_scale[0];
+  T lp = -0.5 * m * m - log1p(r * r) + log_tau;
+  for (int64_t k = 0; k < data.order_size; ++k) {
+    const int64_t j = data.order[k];
+    const T z = (data.obs[j] - (mu + tau * x[j])) / data.obs[data.obs_shape[1] + j];
+    lp += -0.5 * x[j] * x[j] - 0.5 * z * z;
+  }
+  return lp;
+}
+
 template <typename T, typename Data>
 FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
-  const T mu = x[8], log_tau = x[9], tau = exp(log_tau), r = tau / 5.0;
-  T lp = -0.5 * (mu / 5.0) * (mu / 5.0) - log1p(r * r) + log_tau;
-  T d_mu = -mu / 25.0, d_tau = -(2.0 * tau / 25.0) / (1.0 + r * r);
-  for (int64_t j = 0; j < data.y_size; ++j) {
-    const T z = (data.y[j] - (mu + tau * x[j])) / data.sigma[j];
+  const int64_t J = data.J;
+  const T mu = x[J], log_tau = x[J + 1], tau = exp(log_tau);
+  const T m = mu / data.mu_scale, r = tau / data.tau_scale[0];
+  T lp = -0.5 * m * m - log1p(r * r) + log_tau;
+  T d_mu = -m / data.mu_scale, d_tau = -(2.0 * r / data.tau_scale[0]) / (1.0 + r * r);
+  for (int64_t k = 0; k < data.order_size; ++k) {
+    const int64_t j = data.order[k];
+    const T sigma = data.obs[data.obs_shape[1] + j];
+    const T z = (data.obs[j] - (mu + tau * x[j])) / sigma;
     lp += -0.5 * x[j] * x[j] - 0.5 * z * z;
-    grad[j] = -x[j] + tau * z / data.sigma[j];
-    d_mu += z / data.sigma[j];
-    d_tau += x[j] * z / data.sigma[j];
+    grad[j] = -x[j] + tau * z / sigma;
+    d_mu += z / sigma;
+    d_tau += x[j] * z / sigma;
   }
-  grad[8] = d_mu;
-  grad[9] = tau * d_tau + 1.0;
+  grad[J] = d_mu;
+  grad[J + 1] = tau * d_tau + 1.0;
   return lp;
 }
 """
+MU_SCALE, TAU_SCALE = 4.0, 3.0
+
+
+def kinds_data(y=Y, sigma=SIGMA) -> dict:
+    return {"obs": torch.tensor([y, sigma], dtype=torch.float64), "J": 8, "mu_scale": MU_SCALE,
+            "tau_scale": torch.tensor(TAU_SCALE, dtype=torch.float64),
+            "order": torch.tensor([3, 1, 4, 0, 7, 5, 2, 6])}
 
 
 def log_prob(x: torch.Tensor, data: dict) -> torch.Tensor:
-    """posteriordb's model block with normalised densities, plus the Jacobian of tau = exp(log_tau)."""
+    """posteriordb's model block with normalised densities, plus the Jacobian of tau = exp(log_tau);
+    data: y, sigma (posteriordb's prior scales 5), or kinds_data's obs and scales."""
     d = torch.distributions
     theta_trans, mu, log_tau = x[:8], x[8], x[9]
     tau = log_tau.exp()
-    zero, one, five = (torch.tensor(v, dtype=x.dtype) for v in (0.0, 1.0, 5.0))  # not float32
+    y, sigma = (data["y"], data["sigma"]) if "y" in data else data["obs"]
+    mu_scale, tau_scale = (torch.as_tensor(data.get(k, 5.0), dtype=x.dtype)  # not float32
+                           for k in ("mu_scale", "tau_scale"))
+    zero, one = torch.zeros((), dtype=x.dtype), torch.ones((), dtype=x.dtype)
     return (d.Normal(zero, one).log_prob(theta_trans).sum()
-            + d.Normal(mu + tau * theta_trans, data["sigma"]).log_prob(data["y"]).sum()
-            + d.Normal(zero, five).log_prob(mu) + d.HalfCauchy(five).log_prob(tau) + log_tau)
+            + d.Normal(mu + tau * theta_trans, sigma).log_prob(y).sum()
+            + d.Normal(zero, mu_scale).log_prob(mu) + d.HalfCauchy(tau_scale).log_prob(tau)
+            + log_tau)
 
 
-def normalising_offset(sigma) -> float:
+def normalising_offset(sigma, mu_scale=5.0, tau_scale=5.0) -> float:
     """log_prob - (the C++ log density): 17 Gaussian constants, the sigma_j and the prior scales."""
     return (-17 * 0.5 * math.log(2 * math.pi) - sum(math.log(s) for s in sigma)
-            - 2 * math.log(5.0) + math.log(2.0) - math.log(math.pi))
+            - math.log(mu_scale) - math.log(tau_scale) + math.log(2.0) - math.log(math.pi))
 
 
 def data(y=Y, sigma=SIGMA) -> dict:
@@ -85,7 +120,8 @@ def data(y=Y, sigma=SIGMA) -> dict:
 
 def reference(x: torch.Tensor, d: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """(log_prob [n], autograd gradient [n, dim]) in float64 at the rows of x."""
-    d64 = {k: v.double() for k, v in d.items()}
+    d64 = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+           for k, v in d.items()}
     values, grads = [], []
     for row in x.double():
         row = row.clone().requires_grad_(True)
@@ -110,9 +146,9 @@ def eight_schools() -> CppTarget:
 
 @pytest.fixture(scope="module")
 def eight_schools_hand32() -> CppTarget:
-    """The source with a hand-written gradient (gradient=True), float32 (compiled once here)."""
-    target = CppTarget(SOURCE + GRADIENT_SOURCE, DIM, data=data(), names=NAMES,
-                       log_prob=log_prob, gradient=True)
+    """KINDS_SOURCE (every kind of data, a hand-written gradient), float32 (compiled once here)."""
+    target = CppTarget(KINDS_SOURCE, DIM, data=kinds_data(), names=NAMES, log_prob=log_prob,
+                       gradient=True)
     target.log_density(points(1, 0, torch.float32))
     return target
 
@@ -143,17 +179,17 @@ def _derived_tolerance(x64, ref_value, ref_grad, dtype):
 
 def test_float32_hand_and_dual_gradients_within_the_derived_tolerance(eight_schools_hand32):
     x = points(64, 2, torch.float32)
-    ref_value, ref_grad = reference(x, data())  # float64 at the float32 points; data exact in f32
+    ref_value, ref_grad = reference(x, kinds_data())  # float64 at the float32 points; the data
     tol_value, tol_grad = _derived_tolerance(x.double(), ref_value, ref_grad, torch.float32)
-    offset = normalising_offset(SIGMA)
+    offset = normalising_offset(SIGMA, MU_SCALE, TAU_SCALE)  # are exact in float32
     for value, grad in (eight_schools_hand32.log_density_and_gradient(x),
                         eight_schools_hand32.dual_log_density_and_gradient(x)):
         assert value.dtype == torch.float32 and grad.dtype == torch.float32
         assert ((value.double() + offset - ref_value).abs() <= tol_value).all()
         assert ((grad.double() - ref_grad).abs() <= tol_grad[:, None]).all()
-    # The bound is not vacuous: a wrong prior scale (5 -> 5.1 for mu) breaks it.
+    # The bound is not vacuous: a wrong prior scale (4 -> 4.1 for mu) breaks it.
     wrong = ref_grad.clone()
-    wrong[:, 8] += x[:, 8].double() * (1 / 25 - 1 / 5.1**2)
+    wrong[:, 8] += x[:, 8].double() * (1 / MU_SCALE**2 - 1 / 4.1**2)
     assert not ((eight_schools_hand32.gradient(x).double() - wrong).abs()
                 <= tol_grad[:, None]).all()
 
@@ -208,7 +244,7 @@ def test_check_fails_on_a_gradient_that_disagrees(eight_schools):
 
 def test_check_compares_the_hand_written_gradient_with_the_duals(eight_schools_hand32,
                                                                 monkeypatch):
-    target = CppTarget(SOURCE + GRADIENT_SOURCE, DIM, data=data(), gradient=True)  # no log_prob
+    target = CppTarget(KINDS_SOURCE, DIM, data=kinds_data(), gradient=True)  # no log_prob
     assert target.check(n=8, dtype=torch.float32).worst_dual_vs_hand < 1
     duals = target.dual_log_density_and_gradient
 
@@ -325,8 +361,9 @@ def test_bad_data_values(value, error, match):
 
 
 @pytest.mark.parametrize("name, match", [
-    ("1x", "not a C\\+\\+ identifier"), ("my-name", "not a C\\+\\+ identifier"), ("", "not a C\\+\\+ ident"),
-    ("class", "C\\+\\+ keyword"), ("int", "C\\+\\+ keyword"), ("__x", "reserved"), ("_X", "reserved"),
+    ("1x", r"not a C\+\+ identifier"), ("my-name", r"not a C\+\+ identifier"),
+    ("", r"not a C\+\+ identifier"), ("class", r"C\+\+ keyword"), ("int", r"C\+\+ keyword"),
+    ("__x", "reserved"), ("_X", "reserved"),
     ("Data", "clashes with a name the generated"), ("FHMC_USER_DIM", "clashes"),
     ("NAN", "clashes"), ("y_size", "clashes with the generated member of tensor 'y'"),
     ("y_shape", "tensor 'y'"),
@@ -400,10 +437,10 @@ def test_validate_start(eight_schools):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_cuda_equals_cpu(dtype):
-    target = CppTarget(SOURCE + GRADIENT_SOURCE, DIM, data=data(), names=NAMES,
-                       log_prob=log_prob, gradient=True)
+    target = CppTarget(KINDS_SOURCE, DIM, data=kinds_data(), names=NAMES, log_prob=log_prob,
+                       gradient=True)
     x = points(1000, 9, dtype)
-    ref_value, ref_grad = reference(x, data())
+    ref_value, ref_grad = reference(x, kinds_data())
     tol_value, tol_grad = _derived_tolerance(x.double(), ref_value, ref_grad, dtype)
     for entry in ("log_density_and_gradient", "dual_log_density_and_gradient"):
         cpu_value, cpu_grad = getattr(target, entry)(x)
