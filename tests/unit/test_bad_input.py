@@ -58,8 +58,31 @@ CASES = [
     ("only-uniform", lambda q, mu, p, u, dev: _step(q, mu, uniform=u), ValueError,
      r"momentum and uniform"),
     ("rng-foo", lambda q, mu, p, u, dev: _step(q, mu, rng="foo"), ValueError, r"\brng must be"),
-    ("rng-foo-op", lambda q, mu, p, u, dev: fused_hmc.ops.hmc_step(q, mu, 0.1, 10, "foo"),
-     ValueError, r"\brng must be"),
+    ("noise-foo-op", lambda q, mu, p, u, dev: fused_hmc.ops.transition(q, mu, 0.1, 10, "foo"),
+     ValueError, r'\bnoise must be "philox", "torch" or "given", got "foo"'),
+    ("given-without-momentum", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "given"), ValueError, r'noise="given" needs momentum and uniform'),
+    ("given-without-uniform", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "given", momentum=p), ValueError,
+     r'noise="given" needs momentum and uniform'),
+    ("momentum-with-philox", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "philox", momentum=p, uniform=u), ValueError,
+     r'momentum and uniform are the noise of noise="given"'),
+    ("uniform-with-torch", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "torch", uniform=u), ValueError,
+     r'momentum and uniform are the noise of noise="given"'),
+    ("generator-with-given", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "given", torch.Generator(dev), momentum=p, uniform=u), ValueError,
+     r'noise="given" draws nothing: generator, seed and transition do not apply'),
+    ("seed-with-given", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "given", seed=1, momentum=p, uniform=u), ValueError,
+     r'noise="given" draws nothing'),
+    ("transition-with-given", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "given", transition=2, momentum=p, uniform=u), ValueError,
+     r'noise="given" draws nothing'),
+    ("seed-with-torch-op", lambda q, mu, p, u, dev: fused_hmc.ops.transition(
+        q, mu, 0.1, 10, "torch", seed=1), ValueError,
+     r'seed= keys the native stream and needs noise="philox"'),
     ("seed-with-torch-rng", lambda q, mu, p, u, dev: _step(q, mu, rng="torch", seed=1), ValueError,
      r"\bseed="),
     ("transition-without-seed", lambda q, mu, p, u, dev: _step(q, mu, rng="philox", transition=3),
@@ -134,3 +157,163 @@ def test_device_mismatch_names_the_argument(which):
     q_cpu = q.cpu()
     with pytest.raises((ValueError, RuntimeError), match=r"\b(mu|q)\b"):
         fused_hmc.hmc_step(q_cpu, mu)  # CPU q, CUDA mu
+
+
+def _run_arguments(device, mode, batch=6, dim=4, dtype=torch.float32):
+    """A valid call of the run op on the diagonal target, sampling or warming up (keywords)."""
+    q, mu, _, _ = _inputs(device, batch, dim, dtype)
+    f64 = dict(dtype=torch.float64, device=device)
+    args = dict(q=q, target="diagonal", target_tensors=[mu, torch.full((dim,), 2.0, dtype=dtype,
+                                                                        device=device)],
+                target_scalars=[], step_size=torch.full((1,), 0.1, **f64),
+                inv_mass=torch.ones(1, dim, dtype=dtype, device=device), jitter=0.0,
+                num_leapfrog_steps=3, seed=0, chain_offset=0, first_transition=0,
+                num_transitions=2)
+    if mode == "sampling":
+        args.update(samples=torch.zeros(batch, 2, dim, dtype=dtype, device=device),
+                    mean=torch.zeros(batch, dim, **f64), m2=torch.zeros(batch, dim, **f64),
+                    accept_count=torch.zeros(batch, dtype=torch.int64, device=device),
+                    accept_prob_sum=torch.zeros(batch, **f64))
+    else:
+        args.update(dual_averaging=torch.zeros(1, 3, **f64),
+                    window_mean=torch.zeros(batch, dim, **f64),
+                    window_m2=torch.zeros(batch, dim, **f64), num_warmup=10, windows=[2, 3, 1],
+                    adapt_step_size=True, adapt_mass_matrix=True)
+    return args
+
+
+def _tensors(a):
+    return [x for x in a if isinstance(x, torch.Tensor)]
+
+
+def _mu(a):
+    return a["target_tensors"][0]
+
+
+# (id, mode, changes(arguments) -> the arguments to change, exception, message pattern)
+RUN_CASES = [
+    ("unknown-target", "sampling", lambda a: dict(target="nope"), ValueError,
+     r'unknown target "nope"; the known targets are (?=.*"dense")(?=.*"diagonal")'
+     r'(?=.*"standard")'),
+    ("standard-given-two-tensors", "sampling", lambda a: dict(target="standard"), ValueError,
+     r'target "standard" takes 1 target_tensors, got 2'),
+    ("dense-given-one-tensor", "sampling",
+     lambda a: dict(target="dense", target_tensors=[_mu(a)]), ValueError,
+     r'target "dense" takes 2 target_tensors, got 1'),
+    ("diagonal-given-none", "warmup", lambda a: dict(target_tensors=[]), ValueError,
+     r'target "diagonal" takes 2 target_tensors, got 0'),
+    ("mu-shape", "sampling", lambda a: dict(target_tensors=[_mu(a)[:-1], a["target_tensors"][1]]),
+     ValueError, r"\bmu of the diagonal target must have shape \[4\], got \[3\]"),
+    ("precision-shape", "warmup", lambda a: dict(target_tensors=[_mu(a), _mu(a)[None]]),
+     ValueError, r"\bprecision of the diagonal target must have shape \[4\], got \[1, 4\]"),
+    ("dense-precision-vector", "sampling",
+     lambda a: dict(target="dense", target_tensors=a["target_tensors"]), ValueError,
+     r"\bprecision of the dense target must have shape \[4, 4\], got \[4\]"),
+    ("precision-dtype", "sampling",
+     lambda a: dict(target_tensors=[_mu(a), a["target_tensors"][1].double()]), TypeError,
+     r"\bprecision must have q's dtype Float, got Double"),
+    ("mu-dtype", "warmup", lambda a: dict(target_tensors=[_mu(a).double(),
+                                                          a["target_tensors"][1]]),
+     TypeError, r"\bmu must have q's dtype"),
+    ("precision-not-contiguous", "sampling",
+     lambda a: dict(target="dense", target_tensors=[_mu(a), _mu(a).new_ones(4, 8)[:, ::2]]),
+     ValueError,
+     r"\bprecision must be contiguous"),
+    ("too-many-scalars", "sampling", lambda a: dict(target_scalars=[0.0] * 33), ValueError,
+     r"a target takes at most 32 tensors and 32 scalars"),
+    ("sampling-without-mean", "sampling", lambda a: dict(mean=None), ValueError,
+     r"sampling \(no dual_averaging given\) needs mean, m2, accept_count and accept_prob_sum"),
+    ("sampling-without-m2", "sampling", lambda a: dict(m2=None), ValueError,
+     r"sampling \(no dual_averaging given\) needs mean, m2"),
+    ("sampling-without-accept-count", "sampling", lambda a: dict(accept_count=None), ValueError,
+     r"sampling \(no dual_averaging given\) needs"),
+    ("sampling-without-accept-prob", "sampling", lambda a: dict(accept_prob_sum=None), ValueError,
+     r"sampling \(no dual_averaging given\) needs"),
+    ("sampling-with-window-mean", "sampling", lambda a: dict(window_mean=a["mean"].clone()),
+     ValueError, r"window_mean and window_m2 belong to warm-up: pass dual_averaging too"),
+    ("samples-shape", "sampling", lambda a: dict(samples=a["samples"][:, :1]), ValueError,
+     r"\bsamples must be None, empty, or have shape \[6, 2, 4\]"),
+    ("samples-dtype", "sampling", lambda a: dict(samples=a["samples"].double()), TypeError,
+     r"\bsamples must have q's dtype"),
+    ("mean-dtype", "sampling", lambda a: dict(mean=a["mean"].float()), TypeError,
+     r"\bmean must be Double"),
+    ("accept-count-dtype", "sampling", lambda a: dict(accept_count=a["accept_count"].int()),
+     TypeError, r"\baccept_count must be Long"),
+    ("thin-zero", "sampling", lambda a: dict(thin=0), ValueError, r"\bthin must be >= 1"),
+    ("kept-before-negative", "sampling", lambda a: dict(kept_before=-1), ValueError,
+     r"\bkept_before must be >= 0"),
+    ("warmup-with-samples", "warmup",
+     lambda a: dict(samples=torch.zeros(6, 2, 4, dtype=a["q"].dtype, device=a["q"].device)),
+     ValueError, r"warm-up \(dual_averaging given\) keeps nothing: samples, mean, m2"),
+    ("warmup-with-mean", "warmup", lambda a: dict(mean=a["window_mean"].clone()), ValueError,
+     r"warm-up \(dual_averaging given\) keeps nothing"),
+    ("warmup-without-window-m2", "warmup", lambda a: dict(window_m2=None), ValueError,
+     r"warm-up needs window_mean and window_m2"),
+    ("windows-two", "warmup", lambda a: dict(windows=[75, 25]), ValueError,
+     r"windows must be \[\] \(Stan's\) or \[init_buffer, base_window, term_buffer\], got 2 values"),
+    ("windows-four", "warmup", lambda a: dict(windows=[75, 25, 50, 1]), ValueError,
+     r"windows must be \[\] \(Stan's\) or .*, got 4 values"),
+    ("windows-base-zero", "warmup", lambda a: dict(windows=[1, 0, 1]), ValueError,
+     r"base_window >= 1"),
+    ("warmup-outside", "warmup", lambda a: dict(first_transition=9), ValueError,
+     r"must lie in the warm-up"),
+    ("num-warmup-negative", "warmup", lambda a: dict(num_warmup=-1), ValueError,
+     r"\bnum_warmup must be in \[0, 2\^40\]"),
+    ("target-accept-one", "warmup", lambda a: dict(target_accept=1.0), ValueError,
+     r"\btarget_accept must be in \(0, 1\)"),
+    ("dual-averaging-shape", "warmup",
+     lambda a: dict(dual_averaging=a["dual_averaging"].new_zeros(6, 3)), ValueError,
+     r"\bdual_averaging must have shape \[1, 3\]"),
+    ("window-mean-dtype", "warmup", lambda a: dict(window_mean=a["window_mean"].float()),
+     TypeError, r"\bwindow_mean must be Double"),
+    ("step-size-shape", "sampling", lambda a: dict(step_size=a["step_size"].repeat(2)),
+     ValueError, r"\bstep_size must have shape \[1\] \(shared\) or \[6\] \(one per chain\)"),
+    ("step-size-dtype", "warmup", lambda a: dict(step_size=a["step_size"].float()), TypeError,
+     r"\bstep_size must be Double"),
+    ("inv-mass-shape", "sampling", lambda a: dict(inv_mass=a["inv_mass"].repeat(6, 1)),
+     ValueError, r"\binv_mass must have shape \[1, 4\]"),
+    ("jitter-one", "sampling", lambda a: dict(jitter=1.0), ValueError, r"\bjitter must be in"),
+    ("leapfrog-zero", "warmup", lambda a: dict(num_leapfrog_steps=0), ValueError,
+     r"\bnum_leapfrog_steps must be in \[1, 2\^31 - 1\]"),
+    ("chain-offset-negative", "sampling", lambda a: dict(chain_offset=-1), ValueError,
+     r"\bchain_offset must be >= 0"),
+    ("first-transition-negative", "sampling", lambda a: dict(first_transition=-1), ValueError,
+     r"\bfirst_transition must be >= 0"),
+    ("num-transitions-negative", "sampling", lambda a: dict(num_transitions=-1), ValueError,
+     r"\bnum_transitions must be >= 0"),
+    ("q-not-contiguous", "sampling", lambda a: dict(q=a["q"].t().contiguous().t()), ValueError,
+     r"\bq \(the chain state, updated in place\) must be contiguous"),
+    ("q-int", "warmup", lambda a: dict(q=a["q"].long()), TypeError, r"\bq must be float"),
+]
+
+
+@pytest.mark.parametrize("case", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_bad_run_call_raises_naming_the_argument(device, case):
+    _, mode, changes, exc, pattern = case
+    args = _run_arguments(device, mode)
+    args.update(changes(args))
+    given = _tensors(args.values()) + _tensors(args["target_tensors"])
+    originals = [t.clone() for t in given]
+    with pytest.raises(exc, match=pattern):
+        fused_hmc.ops.run(**args)
+    for after, before in zip(given, originals):
+        assert torch.equal(after, before), "a failed call modified an input"
+
+
+@pytest.mark.parametrize("mode", ["sampling", "warmup"])
+def test_run_arguments_are_valid(device, mode):
+    """The base of RUN_CASES runs (so each case fails for its own change only)."""
+    args = _run_arguments(device, mode)
+    q0 = args["q"].clone()
+    fused_hmc.ops.run(**args)
+    assert not torch.equal(args["q"], q0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("which", ["mu", "precision"])
+def test_run_target_tensor_device_mismatch_names_it(which):
+    args = _run_arguments("cuda", "sampling")
+    mu, precision = args["target_tensors"]
+    args["target_tensors"] = [mu.cpu(), precision] if which == "mu" else [mu, precision.cpu()]
+    with pytest.raises(ValueError, match=rf"\b{which} must be on q's device"):
+        fused_hmc.ops.run(**args)

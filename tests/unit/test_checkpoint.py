@@ -33,11 +33,10 @@ CHILD = textwrap.dedent("""
     import torch
     import fused_hmc
     from fused_hmc import ops
-    for name in ("warmup_chains", "run_chains_tuned"):
-        def slow(*args, _op=getattr(ops, name)):
-            _op(*args)
-            time.sleep(0.05)
-        setattr(ops, name, slow)
+    def slow(*args, _op=ops.run, **kwargs):
+        _op(*args, **kwargs)
+        time.sleep(0.05)
+    ops.run = slow
     stage, ck, q0, out = sys.argv[1:]
     if stage == "start":
         run = dict(num_warmup=30, jitter=0.2, thin=2, chunk_size=5, target=fused_hmc.DiagonalGaussian(
@@ -91,7 +90,7 @@ def test_killed_runs_resume_in_new_processes_bit_for_bit(tmp_path):
 def test_ctrl_c_writes_a_last_checkpoint(sigint_handler, monkeypatch, tmp_path):  # noqa: F811
     q0, ck = _q0(), tmp_path / "run.ckpt"
     whole = _run(q0, N, **RUN)
-    _sigint_after_call(monkeypatch, "run_chains_tuned", call=2)
+    _sigint_after_call(monkeypatch, "sampling", call=2)
     res = _run(q0, N, checkpoint=ck, checkpoint_every=3600, **RUN)  # no timed checkpoint
     assert res.interrupted and res.num_transitions == 10
     monkeypatch.undo()
@@ -124,10 +123,10 @@ def test_a_finished_checkpoint_gives_its_result_without_running(monkeypatch, tmp
     ck = tmp_path / "run.ckpt"
     res = _run(_q0(), 6, checkpoint=ck, keep_samples=False)
 
-    def not_called(*args):
+    def not_called(*args, **kwargs):
         raise AssertionError("ran a transition")
 
-    monkeypatch.setattr(ops, "run_chains", not_called)
+    monkeypatch.setattr(ops, "run", not_called)
     assert_results_equal(fused_hmc.Sampler.from_checkpoint(ck).run(), res)
     with pytest.raises(ValueError, match="no run to continue"):
         fused_hmc.Sampler(_q0(), progress=False).run()

@@ -43,7 +43,7 @@ def test_ctrl_c_then_resume_ends_with_the_uninterrupted_store(sigint_handler, ca
                                                               monkeypatch, tmp_path):
     whole, out, ck = tmp_path / "whole", tmp_path / "draws", tmp_path / "run.ckpt"
     assert _sample(capsys, *SMALL, "--out", str(whole))[0] == 0
-    _sigint_after_call(monkeypatch, "run_chains_tuned", call=2)
+    _sigint_after_call(monkeypatch, "sampling", call=2)
     code, text, _ = _sample(capsys, *SMALL, "--out", str(out), "--checkpoint", str(ck))
     assert code == 130 and "[interrupted]" in text
     monkeypatch.undo()

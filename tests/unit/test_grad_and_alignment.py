@@ -30,10 +30,13 @@ def test_q_requiring_grad_is_refused_on_every_entry_point(device):
         "hmc_step philox generator": lambda: fused_hmc.hmc_step(q, mu, rng="philox"),
         "hmc_step torch": lambda: fused_hmc.hmc_step(q, mu, rng="torch"),
         "hmc_step external noise": lambda: fused_hmc.hmc_step(q, mu, momentum=p, uniform=u),
-        "pybind binding": lambda: ops.hmc_step(q, mu, 0.1, 2, "philox", None, 0),
-        "dispatcher": lambda: torch.ops.fused_hmc.hmc_step.default(q, mu, 0.1, 2, "philox", None,
-                                                                   0, 0),
-        "traced op": lambda: ops.hmc_step_traced(q, mu, 0.1, 2, "philox", None, 0),
+        "pybind binding": lambda: ops.transition(q, mu, 0.1, 2, "philox", None, 0),
+        "dispatcher": lambda: torch.ops.fused_hmc.transition.default(q, mu, 0.1, 2, "philox", None,
+                                                                     0, 0),
+        "traced op": lambda: ops.transition(q, mu, 0.1, 2, "philox", None, 0, trace=True),
+        "given-noise op": lambda: ops.transition(q, mu, 0.1, 2, "given", momentum=p, uniform=u),
+        "run op": lambda: _sample(q.detach().clone().requires_grad_(), "standard", 1,
+                                  _run_buffers(device, q.shape[0], q.shape[1])),
         "HMC module": lambda: fused_hmc.HMC(3).to(device)(q),
     }
     for name, call in calls.items():
@@ -51,6 +54,13 @@ def test_other_inputs_requiring_grad_are_refused(device):
                                           uniform=u.requires_grad_()))):
         with pytest.raises(ValueError, match=rf"\b{name} requires grad.*{name}\.detach\(\)"):
             fused_hmc.hmc_step(q, **kwargs)
+    # the run op's target tensors: q moves as a function of them, but would carry no gradient
+    mu = mu.detach().requires_grad_()
+    with pytest.raises(ValueError, match=r"\bmu requires grad.*mu\.detach\(\)"):
+        ops.run(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64,
+                                                    device=device),
+                torch.ones(1, 3, device=device), 0.0, 2, 0, 0, 0, 2,
+                **{k: v for k, v in _run_buffers(device, 8, 3).items() if "window" not in k})
 
 
 def test_grad_free_uses_of_a_grad_tensor_work(device):
@@ -88,47 +98,65 @@ def _misaligned(device, *shape):
     return t
 
 
-def _run_chains_buffers(device):
+def _run_buffers(device, batch=B, dim=D):
     f64 = dict(dtype=torch.float64, device=device)
-    return dict(mean=torch.zeros(B, D, **f64), m2=torch.zeros(B, D, **f64),
-                accept_count=torch.zeros(B, dtype=torch.int64, device=device),
-                accept_prob_sum=torch.zeros(B, **f64))
+    return dict(mean=torch.zeros(batch, dim, **f64), m2=torch.zeros(batch, dim, **f64),
+                accept_count=torch.zeros(batch, dtype=torch.int64, device=device),
+                accept_prob_sum=torch.zeros(batch, **f64),
+                window_mean=torch.zeros(batch, dim, **f64),
+                window_m2=torch.zeros(batch, dim, **f64))
 
 
-def _run_chains(q, buffers):
-    ops.run_chains(q, torch.zeros(D, device=q.device), 0.1, 2, 0, 0, 0, 2, 1, q.new_empty(0),
-                   buffers["mean"], buffers["m2"], buffers["accept_count"],
-                   buffers["accept_prob_sum"], 0)
+def _target(q, target):
+    mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
+    return [mu] if target == "standard" else [mu, torch.ones_like(mu)]
 
 
-def _run_chains_tuned(q, buffers):
+def _sample(q, target, groups, buffers):
+    """The run op sampling two transitions (G = groups), keeping no draws."""
     f64 = dict(dtype=torch.float64, device=q.device)
-    ops.run_chains_tuned(q, 0, torch.zeros(D, device=q.device), q.new_empty(0),
-                         torch.full((1,), 0.1, **f64), torch.ones(1, D, device=q.device), 0.0, 2,
-                         0, 0, 0, 2, 1, q.new_empty(0), buffers["mean"], buffers["m2"],
-                         buffers["accept_count"], buffers["accept_prob_sum"], 0)
+    ops.run(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
+            torch.ones(groups, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 2, 0, 0, 0, 2,
+            **{k: buffers[k] for k in ("mean", "m2", "accept_count", "accept_prob_sum")})
 
 
-def _warmup_chains(q, buffers):
+def _warmup(q, target, groups, buffers):
+    """The run op warming up two transitions of ten (G = groups)."""
     f64 = dict(dtype=torch.float64, device=q.device)
-    ops.warmup_chains(q, 0, torch.zeros(D, device=q.device), q.new_empty(0),
-                      torch.full((1,), 0.1, **f64), torch.ones(1, D, device=q.device), 0.0, 2, 0,
-                      0, 0, 2, 0, 10, 3, 5, 2, 0.8, True, True, torch.zeros(1, 3, **f64),
-                      buffers["window_mean"], buffers["window_m2"])
+    ops.run(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
+            torch.ones(groups, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 2, 0, 0, 0, 2,
+            dual_averaging=torch.zeros(groups, 3, **f64), window_mean=buffers["window_mean"],
+            window_m2=buffers["window_m2"], num_warmup=10, windows=[3, 5, 2],
+            adapt_step_size=True, adapt_mass_matrix=True)
 
 
-@pytest.mark.parametrize("op, name", [(_run_chains, "mean"), (_run_chains, "m2"),
-                                      (_run_chains_tuned, "mean"), (_run_chains_tuned, "m2"),
-                                      (_warmup_chains, "window_mean"),
-                                      (_warmup_chains, "window_m2")],
-                         ids=["run_chains-mean", "run_chains-m2", "tuned-mean", "tuned-m2",
+def _sample_standard(q, buffers):
+    _sample(q, "standard", 1, buffers)
+
+
+def _sample_diagonal_per_chain(q, buffers):
+    _sample(q, "diagonal", q.shape[0], buffers)
+
+
+def _warmup_pooled(q, buffers):
+    _warmup(q, "standard", 1, buffers)
+
+
+def _warmup_per_chain(q, buffers):
+    _warmup(q, "diagonal", q.shape[0], buffers)
+
+
+@pytest.mark.parametrize("op, name", [(_sample_standard, "mean"), (_sample_standard, "m2"),
+                                      (_sample_diagonal_per_chain, "mean"),
+                                      (_sample_diagonal_per_chain, "m2"),
+                                      (_warmup_pooled, "window_mean"),
+                                      (_warmup_per_chain, "window_m2")],
+                         ids=["sample-mean", "sample-m2", "per-chain-mean", "per-chain-m2",
                               "warmup-window_mean", "warmup-window_m2"])
 def test_misaligned_welford_buffer_is_refused(device, op, name):
     q = torch.randn(B, D, generator=torch.Generator().manual_seed(1)).to(device)
     start = q.clone()
-    buffers = _run_chains_buffers(device)
-    buffers.update(window_mean=torch.zeros(B, D, dtype=torch.float64, device=device),
-                   window_m2=torch.zeros(B, D, dtype=torch.float64, device=device))
+    buffers = _run_buffers(device)
     op(q, buffers)  # aligned buffers: runs
     assert not torch.equal(q, start)
     moved = q.clone()

@@ -1,4 +1,4 @@
-"""The long-chain sampler (run_chains op and driver): contract, exactness, invariances."""
+"""The long-chain sampler (the run op and the driver): contract, exactness, invariances."""
 from __future__ import annotations
 
 import math
@@ -82,7 +82,7 @@ def test_transitions_equal_hmc_step(device, dtype):
         key = seed - 2**64 if seed >= 2**63 else seed
         q, accepted = q0, torch.zeros(7, dtype=torch.int64, device=device)
         for t in range(8):
-            q, acc = ops.hmc_step(q, mu, 1.3, 3, "philox", None, key, t)
+            q, acc = ops.transition(q, mu, 1.3, 3, "philox", None, key, t)
             accepted += acc
             assert torch.equal(res.samples[:, t], q), t
         assert torch.equal(res.final_state, q)
@@ -204,16 +204,17 @@ def test_progress_bar_without_terminal(device, capfd):
     assert_results_equal(shown, _run(q0, 9, progress=False))
 
 
-def _patch_run_chains(monkeypatch, on_call):
-    real = ops.run_chains
+def _patch_run(monkeypatch, on_call):
+    """Wraps the run op; records each call's first_transition."""
+    real = ops.run
     calls = []
 
-    def patched(*args):
-        calls.append(args[6])  # first_transition
+    def patched(*args, **kwargs):
+        calls.append(args[10])  # first_transition
         on_call(len(calls))
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(ops, "run_chains", patched)
+    monkeypatch.setattr(ops, "run", patched)
     return calls
 
 
@@ -225,7 +226,7 @@ def test_keyboard_interrupt_returns_what_was_sampled(device, monkeypatch):
         if call == 3:
             raise KeyboardInterrupt
 
-    calls = _patch_run_chains(monkeypatch, raise_on_third)
+    calls = _patch_run(monkeypatch, raise_on_third)
     sampler = fused_hmc.Sampler(q0, seed=1234, thin=3, chunk_size=4, progress=True)
     res = sampler.run(20)
     assert calls == [0, 4, 8] and res.interrupted
@@ -245,7 +246,7 @@ def test_ctrl_c_stops_between_chunks(device, monkeypatch):
         if call == 3:
             os.kill(os.getpid(), signal.SIGINT)
 
-    calls = _patch_run_chains(monkeypatch, sigint_on_third)
+    calls = _patch_run(monkeypatch, sigint_on_third)
     res = _run(q0, 20, chunk_size=4)
     assert calls == [0, 4, 8] and res.interrupted and res.num_transitions == 12
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
@@ -267,10 +268,10 @@ def test_memory_estimate_refuses_absurd_requests(device, monkeypatch):
 
 def test_memory_check_comes_before_the_warmup(monkeypatch):
     """An absurd request is refused before any op runs, not after a whole warm-up."""
-    def must_not_run(*args):
+    def must_not_run(*args, **kwargs):
         raise AssertionError("an op ran before the memory check")
 
-    for name in ("run_chains", "run_chains_tuned", "warmup_chains"):
+    for name in ("run", "transition"):
         monkeypatch.setattr(ops, name, must_not_run)
     q0 = _q0("cpu", chains=4, dim=2)
     with pytest.raises(fused_hmc.SamplesTooLargeError, match="keep_samples=False"):
@@ -282,14 +283,15 @@ def test_memory_check_comes_before_the_warmup(monkeypatch):
 
 
 def _first_draws_buffer(monkeypatch) -> list[int]:
-    """Records the data pointer of the draws buffer of run_chains' first call."""
-    real, pointers = ops.run_chains, []
+    """Records the data pointer of the draws buffer of each sampling call of the run op."""
+    real, pointers = ops.run, []
 
-    def patched(*args):
-        pointers.append(args[9].data_ptr())
-        return real(*args)
+    def patched(*args, **kwargs):
+        if kwargs.get("dual_averaging") is None:
+            pointers.append(kwargs["samples"].data_ptr())
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(ops, "run_chains", patched)
+    monkeypatch.setattr(ops, "run", patched)
     return pointers
 
 
@@ -384,12 +386,13 @@ def test_op_checks_its_buffers():
                 accept_prob_sum=torch.zeros(2, dtype=torch.float64))
 
     def call(**over):
-        b = {**good, **over}
-        ops.run_chains(q, mu, 0.1, 3, 0, 0, 0, 4, 1, b["samples"], b["mean"], b["m2"],
-                       b["accept_count"], b["accept_prob_sum"], 0)
+        ops.run(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64),
+                torch.ones(1, 3), 0.0, 3, 0, 0, 0, 4, **{**good, **over})
 
     call()
-    with pytest.raises(ValueError, match="samples must be empty or have shape"):
+    call(samples=None)
+    call(samples=torch.empty(0))
+    with pytest.raises(ValueError, match="samples must be None, empty, or have shape"):
         call(samples=torch.empty(2, 3, 3))
     with pytest.raises(TypeError, match="mean must be"):
         call(mean=torch.zeros(2, 3))
@@ -475,8 +478,9 @@ def _op_buffers(chains, dim, device):
 
 def _op_run(q, first, n, samples, buf, kept_before, thin=1):
     mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
-    ops.run_chains(q, mu, 1.1, 3, 99, 0, first, n, thin, samples, buf["mean"], buf["m2"],
-                   buf["accept_count"], buf["accept_prob_sum"], kept_before)
+    ops.run(q, "standard", [mu], [], torch.full((1,), 1.1, dtype=torch.float64, device=q.device),
+            torch.ones(1, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 3, 99, 0, first, n,
+            thin=thin, kept_before=kept_before, samples=samples, **buf)
 
 
 def test_op_writes_kept_draws_into_a_strided_view(device):

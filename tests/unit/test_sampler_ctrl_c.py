@@ -35,24 +35,31 @@ def sigint_handler(request):
     signal.signal(signal.SIGINT, previous)
 
 
-def _sigint_after_call(monkeypatch, name: str, call: int) -> list[int]:
-    """Patches ops.<name> to send SIGINT right after its `call`-th call returns."""
-    real, calls = getattr(ops, name), []
+MODES = ("sampling", "warmup")
 
-    def patched(*args):
-        real(*args)
+
+def _sigint_after_call(monkeypatch, mode: str, call: int) -> list[int]:
+    """Patches ops.run to send SIGINT right after its `call`-th call in `mode` ("sampling": no
+    dual_averaging; "warmup": dual_averaging given) returns."""
+    assert mode in MODES
+    real, calls = ops.run, []
+
+    def patched(*args, **kwargs):
+        real(*args, **kwargs)
+        if MODES[kwargs.get("dual_averaging") is not None] != mode:
+            return
         calls.append(len(calls) + 1)
         if len(calls) == call:
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(ops, name, patched)
+    monkeypatch.setattr(ops, "run", patched)
     return calls
 
 
 def test_ctrl_c_as_an_op_returns_keeps_the_books(sigint_handler, monkeypatch):
     q0 = _q0()
     whole = _run(q0, 20, thin=3)
-    calls = _sigint_after_call(monkeypatch, "run_chains", call=2)
+    calls = _sigint_after_call(monkeypatch, "sampling", call=2)
     sampler = fused_hmc.Sampler(q0, seed=1234, thin=3, chunk_size=4, progress=False)
     res = sampler.run(20)
     assert calls == [1, 2] and res.interrupted
@@ -69,7 +76,7 @@ def test_ctrl_c_as_an_op_returns_keeps_the_books(sigint_handler, monkeypatch):
 def test_ctrl_c_as_a_warmup_op_returns_keeps_the_books(sigint_handler, monkeypatch):
     q0 = _q0()
     whole = _run(q0, 10, **WARM)
-    calls = _sigint_after_call(monkeypatch, "warmup_chains", call=2)
+    calls = _sigint_after_call(monkeypatch, "warmup", call=2)
     sampler = fused_hmc.Sampler(q0, seed=1234, chunk_size=50, progress=False, **WARM)
     res = sampler.run(10)
     assert calls == [1, 2] and res.interrupted
@@ -80,7 +87,7 @@ def test_ctrl_c_as_a_warmup_op_returns_keeps_the_books(sigint_handler, monkeypat
 
 def test_second_ctrl_c_while_the_result_is_assembled_keeps_it(sigint_handler, monkeypatch):
     q0 = _q0()
-    _sigint_after_call(monkeypatch, "run_chains", call=1)
+    _sigint_after_call(monkeypatch, "sampling", call=1)
     sampler = fused_hmc.Sampler(q0, seed=1234, chunk_size=4, progress=False)
     real_step_sizes = sampler._chains.step_sizes  # called while the result is assembled
 
@@ -118,7 +125,7 @@ def test_handlers_that_do_not_raise_are_called_and_the_run_goes_on(monkeypatch):
     previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
     try:
         q0 = _q0()
-        _sigint_after_call(monkeypatch, "run_chains", call=1)
+        _sigint_after_call(monkeypatch, "sampling", call=1)
         res = fused_hmc.Sampler(q0, seed=1234, chunk_size=4, progress=False).run(12)
     finally:
         signal.signal(signal.SIGINT, previous)

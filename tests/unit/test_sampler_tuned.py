@@ -10,7 +10,7 @@ import torch
 
 import fused_hmc
 from fused_hmc import ops
-from fused_hmc.sampling.tuned import PlainChains, TunedChains
+from fused_hmc.sampling.kernel import ChainKernel
 from fused_hmc.targets import DenseGaussian, DiagonalGaussian, StandardGaussian
 
 from .test_sampler import assert_results_equal
@@ -34,7 +34,10 @@ WARM = dict(num_warmup=160, jitter=0.2, target=DiagonalGaussian(torch.zeros(5),
 def test_default_path_is_the_seed_sampler():
     q0 = _q0()
     sampler = fused_hmc.Sampler(q0, seed=3, progress=False)
-    assert isinstance(sampler._chains, PlainChains)
+    chains = sampler._chains
+    assert isinstance(chains, ChainKernel) and chains.target_name == "standard"
+    assert chains.state.step_size.shape == (1,) and chains.state.inverse_mass.shape == (1, 5)
+    assert chains.warmup_left == 0 and chains.state.dual_averaging is None
     res = sampler.run(7)
     assert torch.equal(res.step_size, torch.full((6,), 0.1, dtype=torch.float64))
     assert torch.equal(res.inverse_mass, torch.ones(6, 5, dtype=torch.float64))
@@ -120,15 +123,16 @@ def test_resume_after_warmup():
 def test_ctrl_c_during_warmup(monkeypatch):
     q0 = _q0()
     whole = _run(q0, 10, **WARM)
-    real, calls = ops.warmup_chains, []
+    real, calls = ops.run, []
 
-    def patched(*args):
+    def patched(*args, **kwargs):
+        assert kwargs.get("dual_averaging") is not None  # warm-up calls only
         calls.append(args[10])  # first_transition
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(ops, "warmup_chains", patched)
+    monkeypatch.setattr(ops, "run", patched)
     sampler = fused_hmc.Sampler(q0, seed=1234, chunk_size=50, progress=False, **WARM)
     res = sampler.run(10)
     assert calls == [0, 50, 100] and res.interrupted
@@ -199,8 +203,12 @@ def test_cuda_tuned_features_agree_with_the_cpu(kwargs):
 def test_tuned_chains_hold_their_state_on_the_chains_device():
     sampler = fused_hmc.Sampler(_q0(), seed=1, progress=False, pooled=True, **WARM)
     chains = sampler._chains
-    assert isinstance(chains, TunedChains)
-    assert chains.step_size.shape == (1,) and chains.inv_mass.shape == (1, 5)
-    assert chains._dual_averaging.shape == (1, 3) and chains._window_mean.shape == (6, 5)
+    assert isinstance(chains, ChainKernel)
+    state = chains.state
+    assert state.step_size.shape == (1,) and state.inverse_mass.shape == (1, 5)
+    assert state.dual_averaging.shape == (1, 3) and state.window_mean.shape == (6, 5)
+    assert state.window_m2.shape == (6, 5)
+    assert all(t.device == sampler.device for t in state)
     sampler.run(1)
-    assert chains.warmup_left == 0 and not hasattr(chains, "_dual_averaging")
+    assert chains.warmup_left == 0
+    assert chains.state.dual_averaging is None and chains.state.window_mean is None

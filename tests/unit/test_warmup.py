@@ -1,10 +1,10 @@
-"""Warm-up adaptation (fused_hmc::warmup_chains) against a pure-Python rendition of Stan's.
+"""Warm-up adaptation (fused_hmc::run given dual_averaging) against a pure-Python Stan.
 
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
 one pass by torch), shares no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
-run_chains_tuned (the same transition, checked equal), so each step's adaptation is compared on
+the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
 """
 from __future__ import annotations
@@ -50,11 +50,14 @@ def _ops_state(q0, groups, eps0, inv_mass0):
                 wm2=torch.zeros(chains, dim, **f64))
 
 
-def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows, settings):
-    kind, mu, precision = target.op_arguments(q.dtype, q.device)
-    ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], jitter, steps, seed, 0, first,
-                      n, 0, num_warmup, *windows, settings.target_accept, settings.adapt_step_size,
-                      settings.adapt_mass_matrix, s["da"], s["wm"], s["wm2"])
+def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows, settings,
+               chain_offset=0):
+    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+            s["step"], s["inv"], jitter, steps, seed, chain_offset, first, n,
+            dual_averaging=s["da"], window_mean=s["wm"], window_m2=s["wm2"], warmup_start=0,
+            num_warmup=num_warmup, windows=list(windows), target_accept=settings.target_accept,
+            adapt_step_size=settings.adapt_step_size,
+            adapt_mass_matrix=settings.adapt_mass_matrix)
 
 
 class StanStepSize:
@@ -96,7 +99,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
         _, _, _, accept_prob = run_tuned(q_check, target, before["step"], before["inv"], jitter,
                                          steps, seed, i, 1, q.new_empty(0))
         _warmup_op(q, target, s, jitter, steps, seed, i, 1, num_warmup, windows, settings)
-        assert torch.equal(q, q_check), i  # the warm-up transition is run_chains_tuned's
+        assert torch.equal(q, q_check), i  # the warm-up transition is sampling's
 
         if settings.adapt_step_size:
             stats = [float(accept_prob.mean())] if settings.pooled else accept_prob.tolist()
@@ -194,9 +197,8 @@ def test_warmup_per_chain_does_not_depend_on_the_batch_split(device):
 
     def warm(q, offset):
         s = _ops_state(q, q.shape[0], 0.3, torch.ones(3))
-        kind, mu, precision = target.op_arguments(q.dtype, q.device)
-        ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], 0.2, 3, 8, offset, 0, 160,
-                          0, 160, 75, 25, 50, 0.8, True, True, s["da"], s["wm"], s["wm2"])
+        _warmup_op(q, target, s, 0.2, 3, 8, 0, 160, 160, (75, 25, 50), WarmupSettings(),
+                   chain_offset=offset)
         return s
 
     whole_q = q0.clone()
@@ -215,10 +217,11 @@ def test_warmup_op_checks_its_arguments():
 
     def call(first=0, n=10, warmup_start=0, num_warmup=100, windows=(75, 25, 50),
              target_accept=0.8, da=None, wm=None):
-        kind, mu, precision = target.op_arguments(q.dtype, q.device)
-        ops.warmup_chains(q, kind, mu, precision, s["step"], s["inv"], 0.0, 2, 0, 0, first, n,
-                          warmup_start, num_warmup, *windows, target_accept, True, True,
-                          s["da"] if da is None else da, s["wm"] if wm is None else wm, s["wm2"])
+        ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), [], s["step"],
+                s["inv"], 0.0, 2, 0, 0, first, n, dual_averaging=s["da"] if da is None else da,
+                window_mean=s["wm"] if wm is None else wm, window_m2=s["wm2"],
+                warmup_start=warmup_start, num_warmup=num_warmup, windows=list(windows),
+                target_accept=target_accept, adapt_step_size=True, adapt_mass_matrix=True)
 
     call()
     with pytest.raises(ValueError, match="must lie in the warm-up"):
