@@ -1,11 +1,11 @@
 """Power: the suite's checks catch realistic defects planted on top of the real kernel.
 
 Each defect is a step with the suite's own signature (``fused_hmc.validation.draws``), built in
-Python from the real kernel's traced noise (``hmc_step_traced``), the kernel with external noise, or
-a reference-style float64 integrator; the suite's check functions then run on its draws at the
-suite's own per-check false-alarm rate, and the test asserts that the check meant to see the defect
-fails. Controls run the same harnesses without a defect and must pass, so a failure is the
-defect's doing. Sizes are small (a few seconds on two CPU cores each).
+Python from the real kernel's traced noise (``ops.transition(..., trace=True)``), the kernel with
+external noise, or a reference-style float64 integrator; the suite's check functions then run on its
+draws at the suite's own per-check false-alarm rate, and the test asserts that the check meant to
+see the defect fails. Controls run the same harnesses without a defect and must pass, so a failure
+is the defect's doing. Sizes are small (a few seconds on two CPU cores each).
 """
 from __future__ import annotations
 

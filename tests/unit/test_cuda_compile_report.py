@@ -56,20 +56,41 @@ def row(pretty, stores=0, loads=0):
 
 
 ANON = "void fused_hmc::(anonymous namespace)::"
+CHAIN = "void fused_hmc::chain_kernels::"
+POOLED = "void fused_hmc::pooled_warmup::"
+
+
+def _kernel(prefix, name, target, group, chunks, params):
+    return (f"{prefix}{name}<fused_hmc::{target}, {group}, {chunks}>(fused_hmc::{target}, "
+            f"fused_hmc::{params})")
 
 
 def test_allowlist_admits_only_the_known_spilling_kernels(tool):
+    """The allowlist names the float64 four-chunk shapes of the chain kernels on the built-in
+    Gaussians (templates over the Target since issue 13); float32, one-chunk shapes, compiled
+    user targets and the transition kernel are not admitted."""
     allow = tool.read_allowlist(ROOT / ".ci" / "cuda_spill_allowlist.txt")
-    known = [f"{ANON}run_chains_tuned_kernel<double, 128, 4>(fused_hmc::RunTunedParams<double>)",
-             f"{ANON}run_chains_tuned_kernel<float, 256, 4>(fused_hmc::RunTunedParams<float>)",
-             f"{ANON}warmup_per_chain_kernel<double, 256, 4>(fused_hmc::WarmupParams<double>)",
-             f"{ANON}warmup_pooled_kernel<double, 128, 4>(fused_hmc::WarmupParams<double>)"]
-    fresh = [f"{ANON}warmup_pooled_kernel<float, 256, 4>(fused_hmc::WarmupParams<float>)",
-             f"{ANON}run_chains_tuned_kernel<double, 128, 1>(fused_hmc::RunTunedParams<double>)",
+    known = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 4,
+                     "SamplingParams<double>"),
+             _kernel(CHAIN, "sampling_kernel", "DenseGaussian<double>", 256, 4,
+                     "SamplingParams<double>"),
+             _kernel(CHAIN, "warmup_per_chain_kernel", "StandardGaussian<double>", 256, 4,
+                     "WarmupParams<double>"),
+             _kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<double>", 128, 4,
+                     "WarmupParams<double>")]
+    fresh = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<float>", 256, 4,
+                     "SamplingParams<float>"),
+             _kernel(POOLED, "warmup_pooled_kernel", "DenseGaussian<float>", 256, 4,
+                     "WarmupParams<float>"),
+             _kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 1,
+                     "SamplingParams<double>"),
+             _kernel(CHAIN, "sampling_kernel", "ChainTarget<double>", 128, 4,
+                     "SamplingParams<double>"),
              f"{ANON}hmc_transition_kernel<double, (fused_hmc::NoiseSource)0, 128, 4>"
              "(fused_hmc::TransitionParams<double>)"]
     rows = [row(k, 1424, 1572) for k in known] + [row(k, 8, 0) for k in fresh]
-    rows.append(row(f"{ANON}warmup_pooled_kernel<double, 256, 1>(fused_hmc::WarmupParams<double>)"))
+    rows.append(row(_kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<double>", 256, 1,
+                            "WarmupParams<double>")))
     allowed, new, unused = tool.check_spills(rows, allow)
     assert allowed == known and new == fresh
     assert unused == []  # every pattern still stands for a kernel that spills

@@ -40,24 +40,26 @@ def _seeded_calls():
     mu = torch.zeros(dim, device="cuda")
     f64 = dict(dtype=torch.float64, device="cuda")
     step, inv_mass = torch.full((1,), 0.1, **f64), torch.ones(1, dim, device="cuda")
-    empty = q.new_empty(0)
+    stats = dict(mean=b["mean"], m2=b["m2"], accept_count=b["count"], accept_prob_sum=b["prob"])
     return {
         "hmc_step": lambda: fused_hmc.hmc_step(q, mu, rng="philox", seed=0),
-        "hmc_step_traced": lambda: ops.hmc_step_traced(q, mu, 0.1, 10, "philox", None, 0, 3),
-        "run_chains": lambda: ops.run_chains(q, mu, 0.1, 10, 0, 0, 0, 5, 1, empty, b["mean"],
-                                             b["m2"], b["count"], b["prob"], 0),
-        "run_chains_tuned": lambda: ops.run_chains_tuned(
-            q, 0, mu, empty, step, inv_mass, 0.0, 10, 0, 0, 0, 5, 1, empty, b["mean"], b["m2"],
-            b["count"], b["prob"], 0),
-        "warmup_chains": lambda: ops.warmup_chains(
-            q, 0, mu, empty, step.clone(), inv_mass.clone(), 0.0, 10, 0, 0, 0, 5, 0, 5, 1, 3, 1,
-            0.8, True, True, torch.zeros(1, 3, **f64), torch.zeros_like(b["mean"]),
-            torch.zeros_like(b["m2"])),
+        "transition-traced": lambda: ops.transition(q, mu, 0.1, 10, "philox", None, 0, 3,
+                                                    trace=True),
+        "run-sampling": lambda: ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, 10, 0, 0,
+                                        0, 5, **stats),
+        "run-sampling-diagonal": lambda: ops.run(
+            q, "diagonal", [mu, torch.ones_like(mu)], [], step, inv_mass, 0.1, 10, 0, 0, 0, 5,
+            samples=torch.zeros(q.shape[0], 5, dim, device="cuda"), **stats),
+        "run-warmup": lambda: ops.run(
+            q, "standard", [mu], [], step.clone(), inv_mass.clone(), 0.0, 10, 0, 0, 0, 5,
+            dual_averaging=torch.zeros(1, 3, **f64), window_mean=torch.zeros_like(b["mean"]),
+            window_m2=torch.zeros_like(b["m2"]), num_warmup=5, windows=[1, 3, 1],
+            adapt_step_size=True, adapt_mass_matrix=True),
     }
 
 
-@pytest.mark.parametrize("name", ["hmc_step", "hmc_step_traced", "run_chains", "run_chains_tuned",
-                                  "warmup_chains"])
+@pytest.mark.parametrize("name", ["hmc_step", "transition-traced", "run-sampling",
+                                  "run-sampling-diagonal", "run-warmup"])
 def test_seeded_ops_refuse_capture(name):
     call = _seeded_calls()[name]
     call()  # eager: fine
@@ -73,7 +75,7 @@ def test_seeded_ops_refuse_capture(name):
 def test_generator_seeded_modes_draw_fresh_numbers_on_every_replay(rng):
     q = torch.randn(256, 16, device="cuda")
     mu = torch.zeros(16, device="cuda")
-    graph, out = _capture(lambda: ops.hmc_step_traced(q, mu, 0.1, 10, rng))
+    graph, out = _capture(lambda: ops.transition(q, mu, 0.1, 10, rng, trace=True))
     draws = []
     for _ in range(3):
         graph.replay()
@@ -93,7 +95,7 @@ def test_zero_mean_is_not_cached_while_capturing():
     q = torch.randn(32, dim, device="cuda")
     key = (dim, q.dtype, q.device)
     transition._ZERO_MEANS.pop(key, None)
-    ops.hmc_step(q, torch.zeros(dim, device="cuda"), 0.1, 3, "philox")  # load and warm up
+    ops.transition(q, torch.zeros(dim, device="cuda"), 0.1, 3, "philox")  # load and warm up
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -44,10 +44,11 @@ def test_philox_reserves_exactly_its_blocks_and_never_reuses(dtype):
     q = torch.randn(100, 37, device="cuda", dtype=dtype)
     per_block = 4 if dtype == torch.float32 else 2
     blocks = -(-37 // per_block) + 1
+    mu = torch.zeros(37, device="cuda", dtype=dtype)
     start = gen.get_offset()
-    _, _, m1, u1 = ops.hmc_step_traced(q, torch.zeros(37, device="cuda", dtype=dtype), 0.1, 3, "philox")
+    _, _, m1, u1 = ops.transition(q, mu, 0.1, 3, "philox", trace=True)
     assert gen.get_offset() == start + 4 * blocks
-    _, _, m2, u2 = ops.hmc_step_traced(q, torch.zeros(37, device="cuda", dtype=dtype), 0.1, 3, "philox")
+    _, _, m2, u2 = ops.transition(q, mu, 0.1, 3, "philox", trace=True)
     assert gen.get_offset() == start + 8 * blocks
     assert not torch.equal(m1, m2) and not torch.equal(u1, u2)
 
@@ -55,10 +56,10 @@ def test_philox_reserves_exactly_its_blocks_and_never_reuses(dtype):
 def test_philox_graph_replays_draw_fresh_numbers():
     q = torch.randn(256, 64, device="cuda")
     mu = torch.zeros(64, device="cuda")
-    ops.hmc_step_traced(q, mu, 0.1, 10, "philox")
+    ops.transition(q, mu, 0.1, 10, "philox", trace=True)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = ops.hmc_step_traced(q, mu, 0.1, 10, "philox")
+        out = ops.transition(q, mu, 0.1, 10, "philox", trace=True)
     gen = torch.cuda.default_generators[0]
     start = gen.get_offset()
     graph.replay()
@@ -84,8 +85,9 @@ def test_philox_stream_matches_cpu_build(dtype):
 
     q = torch.randn(4096, 67, dtype=dtype)
     mu = torch.randn(67, dtype=dtype)
-    cpu = ops.hmc_step_traced(q, mu, 0.1, 10, "philox", None, 42, 3)
-    gpu = [t.cpu() for t in ops.hmc_step_traced(q.cuda(), mu.cuda(), 0.1, 10, "philox", None, 42, 3)]
+    cpu = ops.transition(q, mu, 0.1, 10, "philox", None, 42, 3, trace=True)
+    gpu = [t.cpu() for t in ops.transition(q.cuda(), mu.cuda(), 0.1, 10, "philox", None, 42, 3,
+                                           trace=True)]
     assert torch.equal(cpu[3], gpu[3])  # uniforms: fma of the word, no transcendental
     # float32: __sincosf on the device vs sinf/cosf on the host, absolute error <= 2^-21.41 times
     # the radius sqrt(-2 log u) <= 6.7; float64: sincospi vs sin(pi v), a few ulp.

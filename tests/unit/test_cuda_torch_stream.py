@@ -66,7 +66,7 @@ def test_user_generator_is_used_and_default_untouched():
     mu = torch.zeros(32, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(99)
     before = torch.cuda.get_rng_state()
-    _, _, momentum, uniform = fused_hmc.ops.hmc_step_traced(q, mu, 0.1, 10, "torch", gen)
+    _, _, momentum, uniform = fused_hmc.ops.transition(q, mu, 0.1, 10, "torch", gen, trace=True)
     assert torch.equal(torch.cuda.get_rng_state(), before)
     gen.manual_seed(99)
     assert torch.equal(momentum, torch.empty_like(q).normal_(generator=gen))

@@ -104,7 +104,7 @@ def test_traced_op_beyond_32bit_indexing_returns_torchs_draws(shape):
     q = torch.zeros(batch, d, device="cuda", dtype=dtype)
     mu = torch.zeros(d, device="cuda", dtype=dtype)
     gen = torch.Generator(device="cuda").manual_seed(23)
-    _, _, momentum, uniform = ops.hmc_step_traced(q, mu, 0.1, 1, "torch", gen)
+    _, _, momentum, uniform = ops.transition(q, mu, 0.1, 1, "torch", gen, trace=True)
     state = gen.get_state()
     gen.manual_seed(23)
     assert torch.equal(momentum, torch.empty_like(q).normal_(generator=gen))

@@ -1,24 +1,25 @@
-"""The tuned samplers' CUDA kernels against the CPU build and against run_chains.
+"""The run op's CUDA kernels against the CPU build and against the transition op.
 
-run_chains_tuned and warmup_chains share every operation with the CPU build (csrc/math/), sum in the
-same pairwise orders and take exp / log from portable_math.h. Their one difference is the momentum:
-the philox stream's Box-Muller uses CUDA's sincos intrinsics on the device (as curand does, which
-torch-stream parity needs) and libm on the host, so the normals differ in the last bits (float64)
-or by up to ~2^-21 (float32, transforms.h). CUDA and CPU runs therefore agree to that rounding,
-not bit for bit: states, draws, moments, step sizes, inverse masses and dual-averaging state within
-rtol 1e-9 (float64) / 2e-4 (float32), acceptance counts exactly (these seeded cases have no near
-ties). Step-size dual averaging is a high-gain feedback loop early in a warm-up (one transition's
-acceptance statistic moves log eps by up to 1.8 / (1 + n / 10)^(1/2), and acceptance falls
-steeply with eps near the stability limit), so it amplifies even float64 rounding differences to
-different paths within ~100 transitions; whole warm-ups are therefore compared with the mass
-adaptation alone, and step-size adaptation over its first few transitions. Exact checks on the device: the tuned kernel with the standard target, unit mass and no
-jitter is run_chains bit for bit (a different group shape for d > 128, the same canonical sums);
-repeated pooled runs are bitwise reproducible (CUDA graph capture of these seeded ops is refused:
-test_cuda_graph_capture.py). The per-coordinate semantics are
-checked on CUDA against the pure-torch reference (test_targets.py) and the warm-up against the Stan
-oracle (test_warmup.py), both parametrized over devices. Shapes cover every compiled group shape
-(one chunk per thread for groups of 1 to 256, four chunks above d = 1024), partial blocks, dense
-targets up to the limit, and pooled warm-ups with more tiles than resident blocks.
+The run op's sampling and warm-up kernels share every operation with the CPU build (csrc/math/), sum
+in the same pairwise orders and take exp / log from portable_math.h. Their one difference is the
+momentum: the philox stream's Box-Muller uses CUDA's sincos intrinsics on the device (as curand
+does, which torch-stream parity needs) and libm on the host, so the normals differ in the last bits
+(float64) or by up to ~2^-21 (float32, transforms.h). CUDA and CPU runs therefore agree to that
+rounding, not bit for bit: states, draws, moments, step sizes, inverse masses and dual-averaging
+state within rtol 1e-9 (float64) / 2e-4 (float32), acceptance counts exactly (these seeded cases
+have no near ties). Step-size dual averaging is a high-gain feedback loop early in a warm-up (one
+transition's acceptance statistic moves log eps by up to 1.8 / (1 + n / 10)^(1/2), and acceptance
+falls steeply with eps near the stability limit), so it amplifies even float64 rounding differences
+to different paths within ~100 transitions; whole warm-ups are therefore compared with the mass
+adaptation alone, and step-size adaptation over its first few transitions. Exact checks on the
+device: the run op with the standard target, unit mass and no jitter is the transition op's philox
+transitions bit for bit, per chain (G = B) or shared (G = 1) alike (a different group shape for d >
+128, the same canonical sums); repeated pooled runs are bitwise reproducible (CUDA graph capture of
+these seeded ops is refused: test_cuda_graph_capture.py). The per-coordinate semantics are checked
+on CUDA against the pure-torch reference (test_targets.py) and the warm-up against the Stan oracle
+(test_warmup.py), both parametrized over devices. Shapes cover every compiled group shape (one chunk
+per thread for groups of 1 to 256, four chunks above d = 1024), partial blocks, dense targets up to
+the limit, and pooled warm-ups with more tiles than resident blocks.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import torch
 
 from fused_hmc import ops
 
-from .test_targets import make_target, stat_buffers
+from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop
 
 pytestmark = pytest.mark.cuda
 
@@ -44,12 +45,12 @@ def _state(chains, dim, dtype, groups, key):
 
 def _run_tuned(device, q, target, step, inv_mass, jitter, steps, seed, first, n, thin):
     q, step, inv_mass = [t.to(device, copy=True) for t in (q, step, inv_mass)]
-    kind, mu, precision = target.op_arguments(q.dtype, q.device)
     kept = (first + n) // thin - first // thin
     samples = q.new_zeros(q.shape[0], kept, q.shape[1])
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run_chains_tuned(q, kind, mu, precision, step, inv_mass, jitter, steps, seed, 3, first, n,
-                         thin, samples, *buffers, 0)
+    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(), step,
+            inv_mass, jitter, steps, seed, 3, first, n, thin=thin, samples=samples,
+            **dict(zip(STATISTICS, buffers)))
     return [t.cpu() for t in (q, samples, *buffers)]
 
 
@@ -73,7 +74,7 @@ def assert_agree(cpu, cuda, names, dtype):
 @pytest.mark.parametrize("kind, chains, dim", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("per_chain", [False, True])
-def test_run_chains_tuned_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
+def test_run_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
     target = make_target(kind, dim)
     q, step, inv_mass = _state(chains, dim, dtype, chains if per_chain else 1, key=dim)
     args = (target, step, inv_mass, 0.25 if per_chain else 0.0, 4, 1234, 5, 6, 2)
@@ -86,19 +87,23 @@ def test_run_chains_tuned_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
 
 @pytest.mark.parametrize("dim", [1, 3, 64, 130, 1030, 4096])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_standard_unit_mass_is_run_chains_on_cuda(dim, dtype):
+def test_standard_unit_mass_is_the_transition_op_on_cuda(dim, dtype):
+    """Per chain (G = B) and shared (G = 1): the same bits, and the transition op's transitions
+    (chain_offset 3, transitions 5..10, every second kept)."""
     chains = 37 if dim < 1000 else 3
     target = make_target("standard", dim)
     q0 = 2 * torch.randn(chains, dim, generator=torch.Generator().manual_seed(dim), dtype=dtype)
-    step = torch.full((chains,), 0.2, dtype=torch.float64)
-    tuned = _run_tuned("cuda", q0, target, step, torch.ones(chains, dim, dtype=dtype), 0.0, 4,
-                       99, 5, 6, 2)
-    q = q0.to("cuda", copy=True)
-    samples = q.new_zeros(chains, 3, dim)
-    buffers = stat_buffers(chains, dim, device="cuda")
-    ops.run_chains(q, target.mean.to("cuda", dtype), 0.2, 4, 99, 3, 5, 6, 2, samples, *buffers, 0)
-    for a, b in zip(tuned, (q, samples, *buffers)):
-        assert torch.equal(a, b.cpu())
+    per_chain = _run_tuned("cuda", q0, target, torch.full((chains,), 0.2, dtype=torch.float64),
+                           torch.ones(chains, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
+    shared = _run_tuned("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
+                        torch.ones(1, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
+    for a, b in zip(per_chain, shared):
+        assert torch.equal(a, b)
+    q, draws, count, _ = transition_loop(q0.cuda(), target.mean.to("cuda", dtype), 0.2, 4, 99, 3,
+                                         5, 6)
+    assert torch.equal(per_chain[0], q.cpu())
+    assert torch.equal(per_chain[1], draws[:, ::2].cpu())  # (t + 1) % 2 == 0: t = 5, 7, 9
+    assert torch.equal(per_chain[4], count.cpu())
 
 
 def _warmup(device, q, target, step, inv_mass, calls, num_warmup, windows, jitter=0.2,
@@ -108,11 +113,13 @@ def _warmup(device, q, target, step, inv_mass, calls, num_warmup, windows, jitte
     f64 = dict(dtype=torch.float64, device=device)
     da = torch.zeros(step.shape[0], 3, **f64)
     wm, wm2 = torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64)
-    kind, mu, precision = target.op_arguments(q.dtype, q.device)
+    tensors = target.op_tensors(q.dtype, q.device)
     first = 0
     for n in calls:
-        ops.warmup_chains(q, kind, mu, precision, step, inv_mass, jitter, 3, 77, 0, first, n, 0,
-                          num_warmup, *windows, 0.8, adapt[0], adapt[1], da, wm, wm2)
+        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, jitter, 3, 77,
+                0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
+                num_warmup=num_warmup, windows=list(windows), target_accept=0.8,
+                adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1])
         first += n
     return [t.cpu() for t in (q, step, inv_mass, da, wm, wm2)]
 
@@ -165,7 +172,7 @@ def test_dense_above_the_limit_is_refused_on_cuda():
     q = torch.zeros(2, 257, device="cuda")
     precision = torch.eye(257, device="cuda")
     buffers = stat_buffers(2, 257, device="cuda")
-    with pytest.raises(ValueError, match="256"):
-        ops.run_chains_tuned(q, 2, q[0], precision, torch.ones(1, dtype=torch.float64,
-                             device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0,
-                             1, 1, q.new_empty(0), *buffers, 0)
+    with pytest.raises(ValueError, match='target "dense" supports dim <= 256'):
+        ops.run(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
+                device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0, 1,
+                **dict(zip(STATISTICS, buffers)))

@@ -47,7 +47,7 @@ def test_torch_mode_matches_reference(device, dtype, call, float64_default):
         q_new, accepted = fused_hmc.hmc_step(q, rng="torch", step_size=eps,
                                              num_leapfrog_steps=steps, generator=gen_ours)
     else:
-        q_new, accepted = ops.hmc_step(q, mu, eps, steps, "torch", gen_ours)
+        q_new, accepted = ops.transition(q, mu, eps, steps, "torch", gen_ours)
     q_ref, acc_ref = reference_hmc_step(q, mu, eps, steps, generator=gen_ref)
     assert torch.equal(gen_ours.get_state(), gen_ref.get_state())
     noise_gen = _generator(device, 5)
@@ -64,13 +64,14 @@ def test_traced_uniform_is_torch_rand_in_the_default_dtype(device, dtype, float6
     q = _positions(device, dtype, batch=33, dim=4)
     mu = torch.zeros(4, dtype=dtype, device=device)
     gen = _generator(device, 11)
-    out = ops.hmc_step_traced(q, mu, 0.1, 3, "torch", gen)
+    out = ops.transition(q, mu, 0.1, 3, "torch", gen, trace=True)
     gen.manual_seed(11)
     assert torch.equal(out[2], torch.empty_like(q).normal_(generator=gen))
     assert torch.equal(out[3], torch.rand(33, device=device, generator=gen))
     assert out[3].dtype == torch.float64
     with FakeTensorMode() as mode:
-        fake = ops.hmc_step_traced(mode.from_tensor(q), mode.from_tensor(mu), 0.1, 3, "torch")
+        fake = ops.transition(mode.from_tensor(q), mode.from_tensor(mu), 0.1, 3, "torch",
+                              trace=True)
     assert [t.dtype for t in fake] == [t.dtype for t in out]
     assert [t.stride() for t in fake] == [t.stride() for t in out]
 

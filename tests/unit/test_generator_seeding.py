@@ -21,7 +21,7 @@ def _inputs(device, dtype=torch.float32, batch=256, dim=24):
 
 
 def _traced(q, mu, generator=None, eps=0.37, steps=4):
-    return fused_hmc.ops.hmc_step_traced(q, mu, eps, steps, "philox", generator)
+    return fused_hmc.ops.transition(q, mu, eps, steps, "philox", generator, trace=True)
 
 
 def _same(a, b):

@@ -93,8 +93,8 @@ def test_philox_fused_leapfrog_is_the_rotation(device, dtype):
     """The philox mode's own (fused-FMA) integrator against the closed form, with its traced noise."""
     q, mu, _ = _noise(device, dtype, batch=300, dim=33)
     for steps, eps in CASES:
-        q_new, accepted, p, u = fused_hmc.ops.hmc_step_traced(q, mu, eps, steps, "philox", None,
-                                                              17, steps)
+        q_new, accepted, p, u = fused_hmc.ops.transition(q, mu, eps, steps, "philox", None,
+                                                         17, steps, trace=True)
         x_closed, dh = closed_form(q - mu, p, eps, steps)
         want_q = torch.where(accepted[:, None], x_closed, (q - mu).double())
         err = ((q_new - mu).double() - want_q).abs()

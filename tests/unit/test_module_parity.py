@@ -90,7 +90,7 @@ def test_traced_torch_noise_is_what_the_reference_draws(device):
         q = randn(gen, 33, 9, dtype=dtype, device=device)
         mu = torch.zeros(9, dtype=dtype, device=device)
         torch.manual_seed(99)
-        _, _, momentum, uniform = fused_hmc.ops.hmc_step_traced(q, mu, 0.1, 3, "torch")
+        _, _, momentum, uniform = fused_hmc.ops.transition(q, mu, 0.1, 3, "torch", trace=True)
         torch.manual_seed(99)
         assert torch.equal(momentum, torch.randn_like(q))
         assert torch.equal(uniform, torch.rand(33, device=device))

@@ -1,9 +1,10 @@
 """Philox4x32-10 and the native noise stream, against Random123's known answers and numpy.
 
-The C++ block function (csrc/math/philox.h, through torch.ops.fused_hmc.philox4x32) and the
-independent numpy implementation (fused_hmc.philox_numpy) must both give the Random123 known answers
-and agree bit for bit on random counters. The philox noise mode's momenta and uniforms must be
-curand's transforms of the documented stream layout.
+The C++ block function (csrc/math/philox.h, through the test-only op
+torch.ops.fused_hmc_testing.philox4x32) and the independent numpy implementation
+(fused_hmc.philox_numpy) must both give the Random123 known answers and agree bit for bit on random
+counters. The philox noise mode's momenta and uniforms must be curand's transforms of the documented
+stream layout.
 """
 from __future__ import annotations
 
@@ -150,8 +151,8 @@ def test_native_stream_layout(device, dtype, dim):
     batch, seed, transition = 37, 0x5EED_0000_1234, 5
     q = randn(seeded_generator("layout", dim), batch, dim, dtype=dtype, device=device)
     mu = torch.zeros(dim, dtype=dtype, device=device)
-    _, _, momentum, uniform = fused_hmc.ops.hmc_step_traced(
-        q, mu, 0.1, 3, "philox", None, seed, transition)
+    _, _, momentum, uniform = fused_hmc.ops.transition(
+        q, mu, 0.1, 3, "philox", None, seed, transition, trace=True)
     assert momentum.dtype == dtype and momentum.shape == (batch, dim)
     assert uniform.dtype == torch.float32 and uniform.shape == (batch,)
     want_momentum, want_uniform, radius = expected_noise(seed, batch, transition, dim, dtype)
@@ -177,8 +178,8 @@ def test_uniform_upper_bound_maps_to_zero(device):
     for dtype in (torch.float32, torch.float64):
         q = torch.full((1, 1), 30.0, dtype=dtype, device=device)  # huge energy: rejects unless u tiny
         mu = torch.zeros(1, dtype=dtype, device=device)
-        _, accepted, _, uniform = fused_hmc.ops.hmc_step_traced(
-            q, mu, 0.9, 1, "philox", None, 0, transition)
+        _, accepted, _, uniform = fused_hmc.ops.transition(
+            q, mu, 0.9, 1, "philox", None, 0, transition, trace=True)
         assert uniform.item() == 0.0
         assert accepted.item()
 
@@ -186,8 +187,8 @@ def test_uniform_upper_bound_maps_to_zero(device):
 def test_same_seed_and_transition_same_outputs(device):
     q = randn(seeded_generator("repro"), 64, 10, device=device)
     mu = torch.zeros(10, device=device)
-    first = fused_hmc.ops.hmc_step_traced(q, mu, 0.37, 4, "philox", None, 11, 3)
-    second = fused_hmc.ops.hmc_step_traced(q, mu, 0.37, 4, "philox", None, 11, 3)
+    first = fused_hmc.ops.transition(q, mu, 0.37, 4, "philox", None, 11, 3, trace=True)
+    second = fused_hmc.ops.transition(q, mu, 0.37, 4, "philox", None, 11, 3, trace=True)
     for a, b in zip(first, second):
         assert torch.equal(a, b)
     plain = fused_hmc.hmc_step(q, mu, step_size=0.37, num_leapfrog_steps=4, rng="philox", seed=11,
@@ -198,10 +199,10 @@ def test_same_seed_and_transition_same_outputs(device):
 def test_different_transition_or_seed_different_noise(device):
     q = torch.zeros(64, 10, device=device)
     mu = torch.zeros(10, device=device)
-    _, _, p0, u0 = fused_hmc.ops.hmc_step_traced(q, mu, 0.1, 1, "philox", None, 11, 0)
+    _, _, p0, u0 = fused_hmc.ops.transition(q, mu, 0.1, 1, "philox", None, 11, 0, trace=True)
     for seed, transition in ((11, 1), (11, 2**40), (12, 0)):
-        _, _, p, u = fused_hmc.ops.hmc_step_traced(q, mu, 0.1, 1, "philox", None, seed,
-                                                          transition)
+        _, _, p, u = fused_hmc.ops.transition(q, mu, 0.1, 1, "philox", None, seed,
+                                                     transition, trace=True)
         assert (p != p0).all() and (u != u0).all()
     # no two chains share momenta either
     rows = p0.cpu()
@@ -213,8 +214,8 @@ def test_noise_does_not_depend_on_batch_size(device, dtype):
     gen = seeded_generator("batch-independence", dtype)
     q50 = randn(gen, 50, 7, dtype=dtype, device=device)
     mu = randn(gen, 7, dtype=dtype, device=device)
-    big = fused_hmc.ops.hmc_step_traced(q50, mu, 0.37, 5, "philox", None, 2024, 9)
-    small = fused_hmc.ops.hmc_step_traced(q50[:5].clone(), mu, 0.37, 5, "philox", None, 2024,
-                                                9)
+    big = fused_hmc.ops.transition(q50, mu, 0.37, 5, "philox", None, 2024, 9, trace=True)
+    small = fused_hmc.ops.transition(q50[:5].clone(), mu, 0.37, 5, "philox", None, 2024,
+                                           9, trace=True)
     for a, b in zip(big, small):
         assert torch.equal(a[:5], b)

@@ -148,8 +148,8 @@ def _philox_position_tolerance(case: Case, q, mu, momentum):
 def _philox(case: Case, device):
     q, mu, mu_ref = _inputs(case, device)
     transition = case.seed % 5
-    traced = ops.hmc_step_traced(q, mu_ref, case.step_size, case.steps, "philox", None, case.seed,
-                                 transition)
+    traced = ops.transition(q, mu_ref, case.step_size, case.steps, "philox", None, case.seed,
+                            transition, trace=True)
     q_new, accepted, momentum, uniform = traced
     plain = fused_hmc.hmc_step(q, mu, rng="philox", seed=case.seed, transition=transition,
                                step_size=case.step_size, num_leapfrog_steps=case.steps)

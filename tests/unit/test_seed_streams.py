@@ -66,7 +66,7 @@ def first_momenta(q: torch.Tensor, seed: int) -> torch.Tensor:
     """The momenta of transition 0 of stream `seed` for q's chains (run_chains and the sampler
     draw these for the same seed, chain and transition)."""
     mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
-    return ops.hmc_step_traced(q, mu, 0.1, 1, "philox", None, as_int64(seed), 0)[2]
+    return ops.transition(q, mu, 0.1, 1, "philox", None, as_int64(seed), 0, trace=True)[2]
 
 
 def close_count(a: np.ndarray, b: np.ndarray) -> int:
@@ -184,9 +184,9 @@ def test_seed_with_generator_is_refused(device):
     with pytest.raises(ValueError, match="seed=.*generator=.*not both"):
         fused_hmc.hmc_step(q, rng="philox", seed=1, generator=gen)
     with pytest.raises(ValueError, match="seed=.*generator=.*not both"):
-        ops.hmc_step(q, q[0], 0.1, 1, "philox", gen, 1)
+        ops.transition(q, q[0], 0.1, 1, "philox", gen, 1)
     with pytest.raises(ValueError, match="seed=.*generator=.*not both"):
-        ops.hmc_step_traced(q, q[0], 0.1, 1, "philox", gen, 1)
+        ops.transition(q, q[0], 0.1, 1, "philox", gen, 1, trace=True)
     with pytest.raises(ValueError, match="seed=.*generator=.*not both"):
         fused_hmc.Sampler(q, seed=1, generator=gen, progress=False)
     with pytest.raises(ValueError, match="seed=.*generator=.*not both"):
