@@ -27,16 +27,18 @@ L, EPS = 10, 0.1
 
 
 def kernel_seconds(chains: int, dim: int, transitions: int, repeats: int = 5) -> float:
-    """run_chains alone (buffers preallocated, no draws kept): seconds per call of `transitions`."""
+    """The run op alone on N(0, I) (buffers preallocated, no draws kept; the "run_chains" rows):
+    seconds per call of `transitions`."""
     q = torch.randn(chains, dim, device="cuda")
     mu = torch.zeros(dim, device="cuda")
+    step = torch.full((1,), EPS, device="cuda", dtype=torch.float64)
+    inv_mass = torch.ones(1, dim, device="cuda")
     mean = torch.zeros(chains, dim, device="cuda", dtype=torch.float64)
-    m2 = torch.zeros_like(mean)
-    count = torch.zeros(chains, device="cuda", dtype=torch.int64)
-    prob = torch.zeros(chains, device="cuda", dtype=torch.float64)
-    none = torch.empty(0, device="cuda")
-    return time_per_call(lambda: ops.run_chains(q, mu, EPS, L, 7, 0, 0, transitions, 1, none, mean,
-                                                m2, count, prob, 0), 1, repeats=repeats)
+    stats = dict(mean=mean, m2=torch.zeros_like(mean),
+                 accept_count=torch.zeros(chains, device="cuda", dtype=torch.int64),
+                 accept_prob_sum=torch.zeros(chains, device="cuda", dtype=torch.float64))
+    return time_per_call(lambda: ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, L, 7, 0, 0,
+                                         transitions, **stats), 1, repeats=repeats)
 
 
 def api_seconds(chains: int, dim: int, transitions: int) -> float:
@@ -85,7 +87,7 @@ def main() -> None:
     big = torch.randn(1 << 20, 64, device="cuda")
     big_mu = torch.zeros(64, device="cuda")
     per_transition["fused_hmc hmc_step philox, 1,048,576 chains x 64, per transition"] = \
-        time_per_call(lambda: ops.hmc_step(big, big_mu, EPS, L, "philox"), 20)
+        time_per_call(lambda: ops.transition(big, big_mu, EPS, L, "philox"), 20)
 
     print(f"\n{'workload (L=10, eps=0.1)':<66} {'ms':>10} {'elem-transitions/s':>20}")
     for name, seconds in rows.items():

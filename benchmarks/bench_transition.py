@@ -38,10 +38,10 @@ def main() -> None:
     def three_launch():
         p = torch.randn_like(q)
         u = torch.rand(B, device="cuda")
-        return fused_hmc.ops.hmc_step_noise(q, mu, p, u, EPS, L)
+        return fused_hmc.ops.transition(q, mu, EPS, L, "given", momentum=p, uniform=u)
 
     def philox():
-        return fused_hmc.ops.hmc_step(q, mu, EPS, L, "philox")
+        return fused_hmc.ops.transition(q, mu, EPS, L, "philox")
 
     def philox_api():
         return fused_hmc.hmc_step(q, mu, step_size=EPS, num_leapfrog_steps=L, rng="philox")
@@ -72,9 +72,9 @@ def main() -> None:
     big = torch.randn(1 << 20, D, device="cuda")
     big_mu = torch.zeros(D, device="cuda")
     rows["1,048,576 chains x 64: fused_hmc philox"] = time_per_call(
-        lambda: fused_hmc.ops.hmc_step(big, big_mu, EPS, L, "philox"), 50)
+        lambda: fused_hmc.ops.transition(big, big_mu, EPS, L, "philox"), 50)
     rows["1,048,576 chains x 64: fused_hmc torch mode"] = time_per_call(
-        lambda: fused_hmc.ops.hmc_step(big, big_mu, EPS, L, "torch"), 50)
+        lambda: fused_hmc.ops.transition(big, big_mu, EPS, L, "torch"), 50)
     rows["1,048,576 chains x 64: reference eager"] = time_per_call(lambda: reference(big), 5)
 
     torch_mode = rows["fused_hmc HMC module, torch mode (1 launch)"]

@@ -57,8 +57,8 @@ def _one_call(ctx: Ctx, name: str, B: int, d: int, L: int):
     if name == "3-launch (randn_like + rand + fused)":
         def three_launch():
             q = nxt()
-            return ops.hmc_step_noise(q, mu, torch.randn_like(q), torch.rand(B, device=q.device),
-                                      eps, L)
+            return ops.transition(q, mu, eps, L, "given", momentum=torch.randn_like(q),
+                                  uniform=torch.rand(B, device=q.device))
         return three_launch, count
     if name in ("fused_hmc HMC module, torch mode", "fused_hmc torch mode, CUDA graph"):
         module = fused_hmc.HMC(d, L, eps).to(ctx.device)
@@ -67,7 +67,7 @@ def _one_call(ctx: Ctx, name: str, B: int, d: int, L: int):
         return (lambda: fused_hmc.hmc_step(nxt(), mu, step_size=eps, num_leapfrog_steps=L,
                                            rng="philox")), count
     if name in ("fused_hmc op, philox", "fused_hmc philox, CUDA graph"):
-        return (lambda: ops.hmc_step(nxt(), mu, eps, L, "philox")), count
+        return (lambda: ops.transition(nxt(), mu, eps, L, "philox")), count
     if name.startswith("torch.compile "):
         mode = name.removeprefix("torch.compile ")
         compiled = _compiled(ctx, mode, B, d, L)
@@ -114,19 +114,25 @@ def per_transition(name: str, ctx: Ctx, B: int, d: int, L: int) -> dict:
 
 
 class _RunChainsBuffers:
+    """The "fused_hmc run_chains" method: the run op on N(mu, I), one step size, unit mass, no
+    draws kept (the label is the pre-issue-13 op's, as the recorded results name it)."""
+
     def __init__(self, ctx: Ctx, B: int, d: int):
         dev = ctx.device
         self.q = torch.randn(B, d, device=dev)
-        self.mean = torch.zeros(B, d, device=dev, dtype=torch.float64)
-        self.m2 = torch.zeros_like(self.mean)
-        self.count = torch.zeros(B, device=dev, dtype=torch.int64)
-        self.prob = torch.zeros(B, device=dev, dtype=torch.float64)
-        self.none = torch.empty(0, device=dev)
+        mean = torch.zeros(B, d, device=dev, dtype=torch.float64)
+        self.stats = dict(mean=mean, m2=torch.zeros_like(mean),
+                          accept_count=torch.zeros(B, device=dev, dtype=torch.int64),
+                          accept_prob_sum=torch.zeros(B, device=dev, dtype=torch.float64))
         self.mu = ctx.mu(d)
+        self.inv_mass = torch.ones(1, d, device=dev)
+        self.steps = {}  # eps -> its [1] float64 tensor, made outside the timed calls
 
     def launch(self, eps: float, L: int, T: int) -> None:
-        ops.run_chains(self.q, self.mu, eps, L, SEED, 0, 0, T, 1, self.none, self.mean, self.m2,
-                       self.count, self.prob, 0)
+        if eps not in self.steps:
+            self.steps[eps] = torch.full((1,), eps, device=self.q.device, dtype=torch.float64)
+        ops.run(self.q, "standard", [self.mu], [], self.steps[eps], self.inv_mass, 0.0, L, SEED,
+                0, 0, T, **self.stats)
 
 
 def _run_chains_per_transition(ctx: Ctx, B: int, d: int, L: int) -> dict:
@@ -171,11 +177,11 @@ def run_of(name: str, ctx: Ctx, B: int, d: int, L: int, T: int, compile_mode: st
         "reference CUDA graph": lambda: ReferenceModel(d, L, eps).to(dev),
         "torch.compile": lambda: _compiled(ctx, compile_mode, B, d, L),
         "3-launch (randn_like + rand + fused)": lambda: (
-            lambda q: ops.hmc_step_noise(q, mu, torch.randn_like(q),
-                                         torch.rand(B, device=dev), eps, L)),
+            lambda q: ops.transition(q, mu, eps, L, "given", momentum=torch.randn_like(q),
+                                     uniform=torch.rand(B, device=dev))),
         "fused_hmc HMC module, torch mode": lambda: fused_hmc.HMC(d, L, eps).to(dev),
-        "fused_hmc op, philox": lambda: (lambda q: ops.hmc_step(q, mu, eps, L, "philox")),
-        "fused_hmc philox, CUDA graph": lambda: (lambda q: ops.hmc_step(q, mu, eps, L, "philox")),
+        "fused_hmc op, philox": lambda: (lambda q: ops.transition(q, mu, eps, L, "philox")),
+        "fused_hmc philox, CUDA graph": lambda: (lambda q: ops.transition(q, mu, eps, L, "philox")),
     }[name]()
     if "CUDA graph" in name:
         return _chained_graph(step, q0, T, repeats)

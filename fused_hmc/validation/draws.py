@@ -1,8 +1,8 @@
 """Drawing from the sampler under test: the kernel's own momenta, uniforms and chain states.
 
 A *step* is one HMC transition that also reports the noise it drew. ``KernelStep`` and
-``KernelGeneratorStep`` are the real kernel (``torch.ops.fused_hmc.hmc_step_traced``: the momentum
-and uniform come back from the very code path that made the transition); tests substitute
+``KernelGeneratorStep`` are the real kernel (``torch.ops.fused_hmc.transition`` with trace=True:
+the momentum and uniform come back from the very code path that made the transition); tests substitute
 deliberately broken steps with the same signature to measure the suite's power.
 """
 from __future__ import annotations
