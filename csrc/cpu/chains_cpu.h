@@ -70,10 +70,15 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const ChainBatch<scalar_t>& c = p.chains;
   const int64_t first_kept = kept_before(c.first_transition, p.out.thin);
   const int64_t end_transition = c.first_transition + c.num_transitions;
+  // A unit mass (null inv_mass) as ones: multiplying by 1 changes no bit.
+  const std::vector<scalar_t> ones(c.inv_mass == nullptr ? c.dim : 0, scalar_t(1));
+  const scalar_t* inv_mass = c.inv_mass == nullptr ? ones.data() : c.inv_mass;
+  const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
   at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
     TrajectoryArrays<scalar_t> arrays(c.dim);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t g = c.groups == 1 ? 0 : b;
+      const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * c.dim;
       const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
       scalar_t* q = c.q + b * c.dim;
       double* mean = p.out.mean + b * c.dim;
@@ -82,8 +87,8 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       double accept_prob_sum = p.out.accept_prob_sum[b];
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
-                                               c.dim, q, c.inv_mass + g * c.dim, c.step_size[g],
-                                               c.jitter, c.num_steps, arrays.scratch());
+                                               c.dim, q, mass, c.step_size[g], c.jitter,
+                                               c.num_steps, arrays.scratch());
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
         keep_draw(p.out, b, t, first_kept, q, c.dim, mean, m2);

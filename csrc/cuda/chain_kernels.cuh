@@ -22,7 +22,8 @@
 namespace fused_hmc {
 namespace chain_kernels {
 
-template <class Target, int GROUP, int CHUNKS>
+// UNIT_MASS: inv_mass is the identity (null), compiled away.
+template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     sampling_kernel(const Target target, const SamplingParams<typename Target::Scalar> p) {
   using scalar_t = typename Target::Scalar;
@@ -37,8 +38,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   scalar_t q[CHUNKS][4];
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
                                           scalar_t(0), q);
-  CoordinateCoefficients<Target, CHUNKS> coefficients;
-  coefficients.template load<GROUP>(target, c.dim, c.inv_mass + g * c.dim, seat);
+  CoordinateCoefficients<Target, CHUNKS, UNIT_MASS> coefficients;
+  coefficients.template load<GROUP>(target, c.dim, UNIT_MASS ? nullptr : c.inv_mass + g * c.dim,
+                                    seat);
   const double step_size = c.step_size[g];
   // Shapes of several chunks keep the moments in memory, touched on kept transitions only: in
   // registers they would spill.
@@ -185,8 +187,11 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
   cudaError_t status = cudaSuccess;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    status = chain_kernels::launch_over_chains<Target, G>(
-        chain_kernels::sampling_kernel<Target, G, C>, target, p, stream);
+    status = p.chains.inv_mass == nullptr
+                 ? chain_kernels::launch_over_chains<Target, G>(
+                       chain_kernels::sampling_kernel<Target, G, C, true>, target, p, stream)
+                 : chain_kernels::launch_over_chains<Target, G>(
+                       chain_kernels::sampling_kernel<Target, G, C, false>, target, p, stream);
   });
   return status;
 }

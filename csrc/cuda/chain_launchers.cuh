@@ -6,6 +6,7 @@
 
 #include "../math/chain_params.h"
 #include "../math/target.h"
+#include "../ops/target_registry.h"
 #include "chain_kernels.cuh"
 #include "pooled_warmup.cuh"
 

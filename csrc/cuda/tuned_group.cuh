@@ -74,22 +74,28 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
 // registers for a whole call, and (for one-chunk shapes, where registers are plentiful) its
 // momentum scale, recomputed only when the mass changes, and a coordinate target's coefficient, so
 // the leapfrog touches no memory. Shapes of several chunks compute them when needed instead.
-template <class Target, int CHUNKS>
+// UNIT: the inverse mass is the identity (the run op's empty inv_mass): nothing is loaded, and
+// mass() is UnitMass, whose products the compiler drops.
+template <class Target, int CHUNKS, bool UNIT = false>
 struct CoordinateCoefficients {
   using scalar_t = typename Target::Scalar;
-  static constexpr bool kCached = CHUNKS == 1;
+  static constexpr bool kUnit = UNIT;
+  static constexpr bool kCached = CHUNKS == 1 && !UNIT;
   static constexpr bool kCoefficients = Target::kForce == TargetForce::kCoordinate;
   scalar_t inv_mass[CHUNKS][4];
   scalar_t cached_scale[kCached ? CHUNKS : 1][4];
-  scalar_t cached_coefficient[kCached && kCoefficients ? CHUNKS : 1][4];
+  scalar_t cached_coefficient[CHUNKS == 1 && kCoefficients ? CHUNKS : 1][4];
   int64_t dim;
 
   template <int GROUP>
   __device__ void load(const Target& target, int64_t dim_, const scalar_t* inv_mass_row,
                        GroupSeat seat) {
     dim = dim_;
-    load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_row, seat, dim, false, scalar_t(1), inv_mass);
-    if constexpr (kCached) {
+    if constexpr (!UNIT) {
+      load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_row, seat, dim, false, scalar_t(1),
+                                              inv_mass);
+    }
+    if constexpr (CHUNKS == 1) {
       if constexpr (kCoefficients) {
         const int64_t j0 = seat.chunk_start(0, GROUP);
 #pragma unroll
@@ -98,8 +104,8 @@ struct CoordinateCoefficients {
               seat.live && j0 + e < dim ? target.coefficient(j0 + e) : scalar_t(1);
         }
       }
-      update_scale();
     }
+    update_scale();
   }
 
   __device__ void update_scale() {
@@ -109,22 +115,33 @@ struct CoordinateCoefficients {
     }
   }
 
-  __device__ scalar_t scale(int c, int e) const {
-    if constexpr (kCached) return cached_scale[0][e];
-    return momentum_scale(inv_mass[c][e]);
+  // The momentum z / sqrt(m_inv) of coordinate (c, e) from its normal z.
+  __device__ scalar_t momentum(scalar_t z, int c, int e) const {
+    if constexpr (UNIT) return z;
+    if constexpr (kCached) return mul_rn(z, cached_scale[0][e]);
+    return mul_rn(z, momentum_scale(inv_mass[c][e]));
+  }
+
+  __device__ auto mass(int c, int e) const {
+    if constexpr (UNIT) {
+      return UnitMass{};
+    } else {
+      return inv_mass[c][e];
+    }
   }
 
   // f_j at x_j (chunk c, element e of the thread's) of a kCoordinate target.
   __device__ scalar_t local_force(const Target& target, int e, int64_t j, scalar_t x) const {
-    if constexpr (kCached) return target.force(x, cached_coefficient[0][e]);
+    if constexpr (CHUNKS == 1) return target.force(x, cached_coefficient[0][e]);
     return target.force(x, j < dim ? target.coefficient(j) : scalar_t(1));
   }
 };
 
 // f = force(x) for the thread's coordinates; returns U(x) for a kPosition target (0 otherwise).
-template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
+template <class Target, int GROUP, int CHUNKS, class Coefficients,
+          typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat seat,
-                                                 const CoordinateCoefficients<Target, CHUNKS>& k,
+                                                 const Coefficients& k,
                                                  const scalar_t (&x)[CHUNKS][4],
                                                  scalar_t (&f)[CHUNKS][4], scalar_t* x_shared) {
   if constexpr (Target::kForce == TargetForce::kCoordinate) {
@@ -191,10 +208,11 @@ __device__ __forceinline__ void load_shift(const Target& target, int64_t j0, int
 // Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
 // the coefficients k and base step size `step_size` (the same in every thread of the group).
 // Every thread of the group gets the decision.
-template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
+template <class Target, int GROUP, int CHUNKS, class Coefficients,
+          typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
-    const Target& target, scalar_t (&q)[CHUNKS][4], const CoordinateCoefficients<Target, CHUNKS>& k,
+    const Target& target, scalar_t (&q)[CHUNKS][4], const Coefficients& k,
     double step_size, double jitter, int num_steps, scalar_t* x_shared) {
   const int64_t dim = k.dim;
   float uniform = 0.0f;
@@ -221,10 +239,10 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       x[c][e] = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
-      p0[c][e] = mul_rn(z[e], k.scale(c, e));
+      p0[c][e] = k.momentum(z[e], c, e);
     }
   }
-  const scalar_t u0 = group_forces<Target, GROUP, CHUNKS>(target, seat, k, x, f0, x_shared);
+  const scalar_t u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
   scalar_t u1 = u0;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
@@ -235,9 +253,9 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.inv_mass[c][e], steps.eps);
+      for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.mass(c, e), steps.eps);
     }
-    u1 = group_forces<Target, GROUP, CHUNKS>(target, seat, k, x, f, x_shared);
+    u1 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f, x_shared);
     const scalar_t h = i + 1 < num_steps ? steps.eps : steps.half_eps;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
@@ -267,9 +285,9 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
           force1 = k.local_force(target, e, j0 + e, x[c][e]);
         }
         change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
-                                                k.inv_mass[c][e]);
+                                                k.mass(c, e));
       } else {
-        change[c] += kinetic_change_twice(p0[c][e], p[c][e], k.inv_mass[c][e]);
+        change[c] += kinetic_change_twice(p0[c][e], p[c][e], k.mass(c, e));
       }
     }
   }

@@ -26,14 +26,23 @@ FHMC_HD scalar_t momentum_scale(scalar_t inv_mass) {
   return div_rn(scalar_t(1), sqrt_rn(inv_mass));
 }
 
+// The unit inverse mass as a type, for kernels that know at compile time that the mass is the
+// identity: multiplying by it is the identity (as multiplying by 1 is, bit for bit), so the
+// operations below lose a multiply and keep their results.
+struct UnitMass {};
+template <typename scalar_t>
+FHMC_HD scalar_t mul_rn(UnitMass, scalar_t v) {
+  return v;
+}
+
 // The leapfrog's two moves on one coordinate: the momentum kick p - h f (h = eps or eps / 2) and the
 // position drift x + eps m_inv p. With m_inv = 1 and f = x these are leapfrog_fused's operations.
 template <typename scalar_t>
 FHMC_HD scalar_t kick(scalar_t p, scalar_t force, scalar_t h) {
   return fma_any(-h, force, p);
 }
-template <typename scalar_t>
-FHMC_HD scalar_t drift(scalar_t x, scalar_t p, scalar_t inv_mass, scalar_t eps) {
+template <typename scalar_t, typename Mass>
+FHMC_HD scalar_t drift(scalar_t x, scalar_t p, Mass inv_mass, scalar_t eps) {
   return fma_any(eps, mul_rn(inv_mass, p), x);
 }
 

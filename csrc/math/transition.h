@@ -53,16 +53,16 @@ FHMC_HD StepSizes<scalar_t> tuned_step_sizes(double eps) {
 // x1^T Lambda x1 - x0^T Lambda x0 = (x1 - x0)^T (Lambda x1 + Lambda x0). Differences, not energies,
 // are summed (no cancellation). For the standard target with m_inv = 1 this is gaussian_hmc.h's
 // energy_change_twice bit for bit.
-template <typename scalar_t>
+template <typename scalar_t, typename Mass>
 FHMC_HD scalar_t target_energy_change_twice(scalar_t x0, scalar_t f0, scalar_t p0, scalar_t x1,
-                                            scalar_t f1, scalar_t p1, scalar_t inv_mass) {
+                                            scalar_t f1, scalar_t p1, Mass inv_mass) {
   return fma_any(sub_rn(x1, x0), add_rn(f0, f1),
                  mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0))));
 }
 
 // The kinetic part alone, m_inv (p1 - p0) (p1 + p0), for targets whose potential is not quadratic.
-template <typename scalar_t>
-FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, scalar_t inv_mass) {
+template <typename scalar_t, typename Mass>
+FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, Mass inv_mass) {
   return mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0)));
 }
 

@@ -38,7 +38,7 @@ ChainBatch<scalar_t> chain_batch(const RunRequest& r) {
   ChainBatch<scalar_t> c{};
   c.q = r.q.data_ptr<scalar_t>();
   c.step_size = r.step_size.data_ptr<double>();
-  c.inv_mass = r.inv_mass.data_ptr<scalar_t>();
+  c.inv_mass = r.inv_mass.numel() == 0 ? nullptr : r.inv_mass.data_ptr<scalar_t>();  // unit
   c.groups = r.step_size.size(0);
   c.jitter = r.jitter;
   c.num_steps = static_cast<int>(r.num_leapfrog_steps);

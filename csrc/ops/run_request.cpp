@@ -146,7 +146,15 @@ void check_run_request(const RunRequest& r) {
       r.step_size.sizes());
   const int64_t groups = r.step_size.size(0);
   check_chain_buffer(q, r.step_size, "step_size", {groups}, at::kDouble);
-  check_chain_buffer(q, r.inv_mass, "inv_mass", {groups, dim}, q.scalar_type());
+  if (r.inv_mass.numel() == 0 && !r.warmup()) {  // the unit mass
+    FHMC_CHECK_TYPE(r.inv_mass.scalar_type() == q.scalar_type(), "inv_mass must have q's dtype ",
+                    q.scalar_type(), ", got ", r.inv_mass.scalar_type());
+  } else {
+    FHMC_CHECK_VALUE(r.inv_mass.numel() > 0 || !r.warmup(),
+                     "warm-up adapts inv_mass in place: pass it as [", groups, ", ", dim,
+                     "], not empty");
+    check_chain_buffer(q, r.inv_mass, "inv_mass", {groups, dim}, q.scalar_type());
+  }
   check_not_differentiated(r.step_size, "step_size");
   check_not_differentiated(r.inv_mass, "inv_mass");
   FHMC_CHECK_VALUE(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter < 1,

@@ -28,7 +28,8 @@ TORCH_LIBRARY(fused_hmc, m) {
   // [mu, precision [d, d]] symmetric positive definite, d <= 256; or a compiled CppTarget's name
   // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
   // integer data int64) on q's device. step_size [G] float64 and inv_mass [G, d] (q's dtype, > 0),
-  // G = 1 (shared by all chains) or G = B (chain b uses row b). Transition t draws the momentum z
+  // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
+  // empty: the unit mass, compiled away. Transition t draws the momentum z
   // (the first blocks), the Metropolis uniform u (word x of the transition's last block) and the
   // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/transition.h gives the
   // canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
@@ -75,4 +76,11 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
       "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
       "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False) -> ()");
+}
+
+// No gradient flows through the ops (inputs that require grad are refused): autograd passes them
+// straight to the backend, instead of boxing every call through its fallback.
+TORCH_LIBRARY_IMPL(fused_hmc, Autograd, m) {
+  m.impl("transition", torch::CppFunction::makeFallthrough());
+  m.impl("run", torch::CppFunction::makeFallthrough());
 }

@@ -198,10 +198,10 @@ class Sampler:
                                         and not per_chain_mass)
         groups = 1 if shared else chains
         step = torch.as_tensor(self.step_size, dtype=torch.float64, device=self._q.device)
-        if inverse_mass is None:
-            inverse_mass = torch.ones(dim, dtype=self._q.dtype, device=self._q.device)
-        return ChainKernel(self._q, target, step.expand(groups),
-                           inverse_mass.expand(groups, dim), self.jitter, self.num_leapfrog_steps,
+        if inverse_mass is not None:
+            inverse_mass = inverse_mass.expand(groups, dim)
+        return ChainKernel(self._q, target, step.expand(groups), inverse_mass, self.jitter,
+                           self.num_leapfrog_steps,
                            self._key, self.chain_offset, self.warmup, self._next)
 
     @property

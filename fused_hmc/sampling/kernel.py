@@ -53,12 +53,19 @@ class ChainKernel:
     """
 
     def __init__(self, q: torch.Tensor, target, step_size: torch.Tensor,
-                 inverse_mass: torch.Tensor, jitter: float, num_leapfrog_steps: int, key: int,
-                 chain_offset: int, settings: WarmupSettings, warmup_start: int):
+                 inverse_mass: torch.Tensor | None, jitter: float, num_leapfrog_steps: int,
+                 key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int):
         self.target_name = target.op_name(q.dtype, q.device)
         self.target_tensors = target.op_tensors(q.dtype, q.device)
         self.target_scalars = target.op_scalars()
         step = step_size.to(dtype=torch.float64, device=q.device).clone()
+        # No inverse mass, and none adapted: sampling passes the op an empty one, the unit mass
+        # its kernels compile away (the same bits as ones).
+        self.unit_mass = inverse_mass is None and not (settings.num_warmup
+                                                       and settings.adapt_mass_matrix)
+        self._unit = q.new_empty(0)
+        if inverse_mass is None:
+            inverse_mass = torch.ones(step.shape[0], q.shape[1], dtype=q.dtype)
         inv_mass = inverse_mass.to(dtype=q.dtype, device=q.device).clone().contiguous()
         self.jitter, self.num_leapfrog_steps = jitter, num_leapfrog_steps
         self.key, self.chain_offset = key, chain_offset
@@ -70,15 +77,16 @@ class ChainKernel:
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
                                          torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64))
 
-    def _run(self, q: torch.Tensor, first: int, n: int, **kwargs) -> None:
+    def _run(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
+             **kwargs) -> None:
         ops.run(q, self.target_name, self.target_tensors, self.target_scalars,
-                self.state.step_size, self.state.inverse_mass, self.jitter,
-                self.num_leapfrog_steps, self.key, self.chain_offset, first, n, **kwargs)
+                self.state.step_size, inv_mass, self.jitter, self.num_leapfrog_steps, self.key,
+                self.chain_offset, first, n, **kwargs)
 
     def warmup(self, q: torch.Tensor, first: int, n: int) -> None:
         """Warm-up transitions [first, first + n), which must be the next ones of the warm-up."""
         s = self.settings
-        self._run(q, first, n, dual_averaging=self.state.dual_averaging,
+        self._run(q, first, n, self.state.inverse_mass, dual_averaging=self.state.dual_averaging,
                   window_mean=self.state.window_mean, window_m2=self.state.window_m2,
                   warmup_start=self.warmup_start, num_warmup=s.num_warmup, windows=s.windows,
                   target_accept=s.target_accept, adapt_step_size=s.adapt_step_size,
@@ -90,7 +98,8 @@ class ChainKernel:
     def sample(self, q: torch.Tensor, first: int, n: int, thin: int, draws: torch.Tensor | None,
                stats: RunStatistics, kept_before: int) -> None:
         """Sampling transitions [first, first + n): draws [B, K, d] (or None) and stats."""
-        self._run(q, first, n, thin=thin, kept_before=kept_before, samples=draws,
+        inv_mass = self._unit if self.unit_mass else self.state.inverse_mass
+        self._run(q, first, n, inv_mass, thin=thin, kept_before=kept_before, samples=draws,
                   mean=stats.mean, m2=stats.m2, accept_count=stats.accept_count,
                   accept_prob_sum=stats.accept_prob_sum)
 
