@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _summary(draws: np.ndarray, ref) -> dict:
@@ -52,8 +54,34 @@ def fused(model, chains: int, warmup: int, draws: int, gradient: bool, dtype) ->
     res, wall = run(2)
     x = model.constrained_values(res.samples.double().cpu()).numpy()
     out = {"wall_s": wall, "accept": float(res.mean_accept_prob.mean()),
-           "gradient_evaluations": chains * (warmup + draws) * 8}
+           "gradient_evaluations": chains * (warmup + draws) * (8 + 1)}  # L + 1 per transition
     return out | _summary(x, _reference(model))
+
+
+def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 5) -> dict:
+    """Gradient evaluations per second of the model in the sampling kernel at `chains` chains:
+    `transitions` transitions of L = 8 (L + 1 gradients each) per timed run op call."""
+    from fused_hmc import ops
+    from timing import time_adaptive
+
+    target = model.target(gradient=gradient)
+    q = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to("cuda", dtype)
+    q *= 0.1  # near the mode: finite everywhere
+    name = target.op_name(dtype, q.device)
+    tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
+    f64 = dict(dtype=torch.float64, device="cuda")
+    step = torch.full((1,), 0.05, **f64)
+    stats = dict(mean=torch.zeros(q.shape, **f64), m2=torch.zeros(q.shape, **f64),
+                 accept_count=torch.zeros(chains, dtype=torch.int64, device="cuda"),
+                 accept_prob_sum=torch.zeros(chains, **f64))
+    empty = q.new_empty(0)
+
+    def call():
+        ops.run(q, name, tensors, scalars, step, empty, 0.0, 8, 3, 0, 0, transitions, **stats)
+
+    seconds, _ = time_adaptive(call, "cuda", target_s=0.2, repeats=3)
+    return {"chains": chains, "seconds_per_call": seconds,
+            "gradients_per_second": chains * transitions * 9 / seconds}
 
 
 def _reference(model):
@@ -128,6 +156,10 @@ def main() -> None:
                                                            args.draws, False, torch.float64))):
         rows[name] = fn()
         print(name, rows[name], flush=True)
+    for gradient in (False, True):
+        key = f"gradient evaluations/s at 1M chains ({'hand-written' if gradient else 'duals'} f32)"
+        rows[key] = gradient_rate(model, 1 << 20, gradient, torch.float32)
+        print(key, rows[key], flush=True)
     if not args.no_jax:
         try:
             rows["blackjax chees+dhmc f32"] = blackjax_chees(model, args.chains, args.warmup,
