@@ -126,9 +126,20 @@ def _target(args: argparse.Namespace):
     return DenseGaussian.from_covariance(mu, scale[:, None] * correlation * scale[None, :])
 
 
-def _describe(target) -> str:
+def _is_user_target(target) -> bool:
+    from .cpp_target import CppTarget
+
+    return isinstance(target, CppTarget)
+
+
+def _describe(args, target) -> str:
     from .targets import DenseGaussian, DiagonalGaussian
 
+    if _is_user_target(target):
+        from .cli_models import describe, is_cpp_path
+
+        path = Path(args.target) if is_cpp_path(getattr(args, "target", None)) else None
+        return describe(target, getattr(args, "library_model", None), path)
     mean = float(target.mu[0])
     if isinstance(target, DiagonalGaussian):
         lo, hi = float(target.scale.min()), float(target.scale.max())
@@ -159,9 +170,11 @@ def _sampler_settings(args: argparse.Namespace, target) -> dict:
                 adapt_windows=tuple(args.adapt_windows))
 
 
-def _diagnostic_window(chains: int, kept: int, dim: int) -> tuple[int, int, int]:
-    """(chains, draws, dims) that ESS / R-hat look at: the first ones, within the budgets."""
-    dims = min(dim, _DIAGNOSTIC_DIMS)
+def _diagnostic_window(chains: int, kept: int, dim: int,
+                       dims: int | None = None) -> tuple[int, int, int]:
+    """(chains, draws, dims) that ESS / R-hat look at: the first ones, within the budgets; dims:
+    how many quantities are diagnosed (default: the first _DIAGNOSTIC_DIMS of dim)."""
+    dims = min(dim, _DIAGNOSTIC_DIMS) if dims is None else dims
     draws = max(1, min(kept, _DIAGNOSTIC_VALUES // (2 * dims), _DIAGNOSTIC_ELEMENTS // (2 * dim)))
     most = min(_DIAGNOSTIC_VALUES // (draws * dims), _DIAGNOSTIC_ELEMENTS // (draws * dim))
     return min(chains, max(2, most)), draws, dims
@@ -221,7 +234,7 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
     eps = f"eps0={args.step_size:g}" if adapting and args.adapt_step_size else \
         f"eps={args.step_size:g}"
     print(f"fused-hmc sample on {device}: {args.chains} chains x {args.dim} dims, "
-          f"{_describe(target)}, {args.dtype}, L={args.leapfrog}, {eps}"
+          f"{_describe(args, target)}, {args.dtype}, L={args.leapfrog}, {eps}"
           + (f", jitter {args.jitter:g}" if args.jitter else "") + f", seed {res.seed}")
     print(f"transitions       {res.num_warmup} warm-up (discarded) + {res.num_transitions} "
           f"sampling, thin {res.thin}: {res.num_kept} draws kept per chain"
@@ -234,9 +247,10 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
     exact = _exact_acceptance(args, target, res)
     rate = res.accept_rate.double().mean().item()
+    known = ("" if _is_user_target(target) else "; exact at stationarity " + (
+        f"{exact:.4f}" if exact is not None else "unknown for this configuration"))
     print(f"acceptance rate   {rate:.4f}  (mean acceptance probability "
-          f"{res.mean_accept_prob.double().mean().item():.4f}; exact at stationarity "
-          + (f"{exact:.4f})" if exact is not None else "unknown for this configuration)"))
+          f"{res.mean_accept_prob.double().mean().item():.4f}{known})")
     if rate < _LOW_ACCEPTANCE:
         _warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
               "use a smaller --step-size, or --warmup to adapt it")
@@ -359,10 +373,18 @@ def _sample(args: argparse.Namespace) -> int:
         sampler, q0, settings = _resumed_sampler(args), None, None
         target = sampler.target
     else:
+        from . import cli_models
+
+        cli_models.resolve_flags(args)  # every flag checked before anything compiles
         dtype = getattr(torch, args.dtype)
-        target = _target(args)
-        generator = torch.Generator(device=device).manual_seed(args.seed)
-        q0 = _start(target, args.chains, dtype, device, generator)
+        if args.library_model is not None or cli_models.is_cpp_path(args.target):
+            user = cli_models.user_target(args)
+            target = user.target
+            q0 = cli_models.start(user, args.chains, dtype, device, args.seed)
+        else:
+            target = _target(args)
+            generator = torch.Generator(device=device).manual_seed(args.seed)
+            q0 = _start(target, args.chains, dtype, device, generator)
         settings = _sampler_settings(args, target)
         sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
                           out=args.out, checkpoint=args.checkpoint,
@@ -375,8 +397,13 @@ def _sample(args: argparse.Namespace) -> int:
         device = res.final_state.device
     adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
     _report_run(args, device, target, res, adapting)
-    _report_moments(target, res)
-    _report_diagnostics(args, q0, settings, res, adapting)
+    if _is_user_target(target):
+        from .cli_models import report_parameters
+
+        report_parameters(q0, settings, res, getattr(args, "library_model", None))
+    else:
+        _report_moments(target, res)
+        _report_diagnostics(args, q0, settings, res, adapting)
     _report_time(args, res, elapsed)
     if res.samples_path is not None:
         print(f"draws             in {res.samples_path} with the whole result "
@@ -435,20 +462,34 @@ def _validate(args: argparse.Namespace) -> int:
 # ---- the parser -------------------------------------------------------------------------------
 
 def _add_sample_parser(sub) -> None:
+    from .cli_models import CPP_SUFFIXES, GAUSSIANS, MODEL_WARMUP, target_kind
+    from .models import MODELS
+
     p = sub.add_parser("sample", formatter_class=_HelpFormatter,
-                       help="run many chains on a Gaussian target and report acceptance, moments "
-                            "against the truth, ESS, R-hat and the time",
-                       description="Runs many HMC chains, started from the target itself, and "
-                                   "reports acceptance, moments against the truth, ESS, R-hat "
-                                   "and the time. Degenerate runs end with a warning.")
+                       help="run many chains on a Gaussian target, a model of fused_hmc.models or "
+                            "your C++ log density, and report acceptance, moments, ESS, R-hat "
+                            "and the time",
+                       description="Runs many HMC chains and reports acceptance, moments, ESS, "
+                                   "R-hat and the time. On a Gaussian --target the chains start "
+                                   "from the target itself and the moments are checked against "
+                                   "the truth; a --model (fused_hmc.models) or your own C++ "
+                                   "(--target FILE.cpp --data FILE.json --dim D: a "
+                                   "log_density as README.md's \"Your own model\" shows) starts as Stan does, each unconstrained "
+                                   "parameter uniform in [-2, 2] (from --seed), warms up, and "
+                                   "is summarised in named parameters (a model's constrained "
+                                   "ones). Degenerate runs end with a warning.")
     flag = p.add_argument
     flag("--chains", type=_integer(1), default=2048, help="number of chains")
-    flag("--dim", type=_integer(1), default=64, help="dimension of the target")
+    flag("--dim", type=_integer(1), default=None,
+         help="dimension of a Gaussian target (default: 64); required with --target FILE.cpp "
+              "(the number of unconstrained parameters the source reads); a --model has its own")
     flag("--samples", type=_integer(1), default=1000,
          help="sampling transitions per chain (draws kept: about samples / thin)")
-    flag("--warmup", type=_integer(0), default=0,
+    flag("--warmup", type=_integer(0), default=None,
          help="warm-up transitions first, adapting the step size (dual averaging toward "
-              "--target-accept) and a diagonal inverse mass (Stan's windows); discarded")
+              "--target-accept) and a diagonal inverse mass (Stan's windows); discarded "
+              "(default: 0 on a Gaussian, whose chains start at stationarity; "
+              f"{MODEL_WARMUP} for a --model or a C++ target)")
     flag("--thin", type=_integer(1), default=1,
          help="keep the state after transition t when (t + 1) %% thin == 0")
     flag("--leapfrog", type=_integer(1, 2**31 - 1), default=10,
@@ -457,10 +498,27 @@ def _add_sample_parser(sub) -> None:
          help="leapfrog step size eps (with --warmup: the initial one, eps0)")
     flag("--jitter", type=_real(0, 1, low_open=False), default=0.0,
          help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
-    flag("--target", choices=["standard", "diagonal", "dense"], default="standard",
+    flag("--target", type=target_kind, default=None,
+         metavar="{" + ",".join(GAUSSIANS) + ",FILE.cpp}",
          help="standard: N(mean, I); diagonal: N(mean, diag(scale^2)); dense: covariance "
-              "scale_i scale_j (correlation rho off the diagonal), dim <= 256")
-    flag("--mean", type=_real(-math.inf), default=0.0, help="the target's mean, every coordinate")
+              "scale_i scale_j (correlation rho off the diagonal), dim <= 256; FILE.cpp (or "
+              + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
+              "first use and cached (README.md, \"Your own model\"), with --dim and --data "
+              "(default: standard)")
+    flag("--model", choices=sorted(MODELS), default=None,
+         help="a model of fused_hmc.models with its data instead of a --target; the summary is "
+              "in its named, constrained parameters (default: none)")
+    flag("--data", metavar="FILE.json", default=None,
+         help="the data of --target FILE.cpp, read in C++ as data.<name>: a JSON object of "
+              "name -> number or (nested) list of numbers. A list of JSON integers only becomes "
+              "an int64 tensor (int64_t in C++; write 28.0 for a real), any other list a tensor "
+              "of the chains' dtype; an integer an int64_t, any other number a scalar of the "
+              "chains' dtype (default: no data)")
+    flag("--gradient", action="store_true",
+         help="use the target's hand-written gradient (log_density_and_gradient: a --model that "
+              "has one, or defined in FILE.cpp) instead of dual numbers")
+    flag("--mean", type=_real(-math.inf), default=None,
+         help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,
          help="standard deviations of a diagonal or dense target: one value for every "
               "coordinate, or two (smallest, largest) spaced logarithmically over the "
@@ -479,13 +537,16 @@ def _add_sample_parser(sub) -> None:
          metavar=("INIT", "BASE", "TERM"),
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
               "fast interval (Stan's; scaled to 15%% / 75%% / 10%% when they do not fit)")
-    flag("--dtype", choices=["float32", "float64"], default="float32", help="the chains' dtype")
+    flag("--dtype", choices=["float32", "float64"], default=None,
+         help="the chains' dtype (default: float32 on a Gaussian; float64 for a --model or a C++ "
+              "target, as Stan computes)")
     flag("--keep-samples", action=argparse.BooleanOptionalAction, default=True,
          help="keep every draw (chains x samples / thin x dim values on the device); without, "
               "only the moments and acceptance are kept and ESS / R-hat run the first chains "
               "again with draws kept")
     flag("--seed", type=_integer(0, 2**64 - 1), default=0,
-         help="seeds the start (drawn from the target) and keys the philox stream")
+         help="seeds the start (drawn from a Gaussian target; uniform in [-2, 2] for a model) "
+              "and keys the philox stream")
     flag("--device", choices=["cpu", "cuda"], default=None,
          help="where the chains run (default: cuda when torch sees a GPU, else cpu; with "
               "--resume, the checkpoint's device)")
@@ -582,10 +643,17 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     prog = f"{parser.prog} {args.command}"
     from ._build import CudaUnavailableError, ExtensionBuildError
+    from .cpp_build import CppCompileError
     from .sampling import SamplesTooLargeError
 
     try:
         return args.run(args)
+    except CppCompileError as exc:  # the compiler's lines, as they are
+        from .cli_models import compile_message
+
+        print(f"{prog}: error: {compile_message(str(exc), getattr(args, 'target', None))}",
+              file=sys.stderr)
+        return 1
     except CliError as exc:
         message, status = str(exc), 2
     except CudaUnavailableError as exc:

@@ -149,13 +149,19 @@ def pooled_moments(mean: np.ndarray, var: np.ndarray, draws_per_chain: int):
 def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
                  max_dims: int = 8,
                  missing: str = "ESS and R-hat need the draws (keep_samples=True)",
-                 chains: int | None = None) -> str:
+                 chains: int | None = None, names=None) -> str:
     """Per-dimension mean, sd, ess_bulk, ess_tail, r_hat for the first ``max_dims`` dimensions,
     then one line of aggregates (min ESS, max R-hat) over every dimension diagnosed, or the line
     `missing` saying why there are none. chains: all the run's chains, to say when the
-    diagnostics examined fewer."""
+    diagnostics examined fewer. names: one per dimension, shown instead of the index."""
     dim = len(mean)
-    lines = [f"{'dim':>6} {'mean':>10} {'sd':>9} {'ess_bulk':>10} {'ess_tail':>10} {'r_hat':>7}"]
+    labels = [str(j) for j in range(dim)] if names is None else [str(n) for n in names]
+    if len(labels) != dim:
+        raise ValueError(f"names has {len(labels)} entries for {dim} dimensions")
+    head, unit = ("dim", "dims") if names is None else ("name", "parameters")
+    width = max([6, len(head)] + [len(s) for s in labels[:max_dims]])
+    lines = [f"{head:>{width}} {'mean':>10} {'sd':>9} {'ess_bulk':>10} {'ess_tail':>10} "
+             f"{'r_hat':>7}"]
 
     def fmt(values, j, spec):
         if diag is None or j >= len(values) or not np.isfinite(values[j]):
@@ -164,17 +170,18 @@ def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
 
     for j in range(min(dim, max_dims)):
         lines.append(
-            f"{j:>6} {mean[j]:>+10.4f} {sd[j]:>9.4f} "
+            f"{labels[j]:>{width}} {mean[j]:>+10.4f} {sd[j]:>9.4f} "
             f"{fmt(diag.ess_bulk if diag else (), j, '.0f'):>10} "
             f"{fmt(diag.ess_tail if diag else (), j, '.0f'):>10} "
             f"{fmt(diag.r_hat if diag else (), j, '.4f'):>7}")
     if dim > max_dims:
-        lines.append(f"{'...':>6} ({dim - max_dims} more dimensions)")
+        more = "dimensions" if names is None else unit
+        lines.append(f"{'...':>{width}} ({dim - max_dims} more {more})")
     if diag is None:
         lines.append(missing)
     else:
         covered = len(diag.r_hat)
-        scope = f"all {covered} dims" if covered == dim else f"first {covered} of {dim} dims"
+        scope = f"all {covered} {unit}" if covered == dim else f"first {covered} of {dim} {unit}"
         of = f" of {chains}" if chains is not None and chains > diag.chains else ""
         lines.append(f"{scope} ({diag.chains}{of} chains x {diag.draws} draws): "
                      f"min ess_bulk {diag.min_ess_bulk:.0f}, min ess_tail {diag.min_ess_tail:.0f}, "
