@@ -256,3 +256,24 @@ def test_cpp_file_run_summarises_x0_to_x9(capsys, files):
     flat = draws.reshape(-1, 10)
     _assert_rows_equal(_rows(out), [f"x[{k}]" for k in range(10)], flat.mean(0),
                        flat.std(0, ddof=1), draws)
+
+
+@pytest.mark.cuda
+def test_model_run_on_cuda_summarises_the_constrained_parameters(capsys):
+    """The same on the GPU: Stan's start drawn on the CPU and moved, the chains on CUDA."""
+    code, out, err = _run(capsys, "--model", "eight_schools", "--chains", "256", "--samples",
+                          "200", "--warmup", "200", "--device", "cuda", "--no-progress")
+    assert code == 0, (out, err)
+    model = models.eight_schools()
+    q0 = model.initial_point(256, generator=torch.Generator().manual_seed(0)).cuda()
+    res = fused_hmc.sample(q0, 200, target=model.target(), num_warmup=200, seed=0,
+                           step_size=0.1, num_leapfrog_steps=10, progress=False)
+    draws = model.constrained_values(res.samples.cpu()).numpy()
+    window = cli._diagnostic_window(256, 200, 10, 10)
+    flat = draws.reshape(-1, draws.shape[-1])
+    rows = _rows(out)
+    assert list(rows) == list(model.constrained_names)
+    ess = diagnostics.ess_bulk(draws[:window[0], :window[1]])
+    for k, name in enumerate(model.constrained_names):
+        assert abs(rows[name][0] - flat.mean(0)[k]) <= 5.1e-5, (name, rows[name])
+        assert abs(rows[name][2] - ess[k]) <= 0.51, (name, rows[name])
