@@ -222,6 +222,7 @@ def _generated(spec: BuildSpec) -> dict[str, str]:
 
 
 _HASHED_DIRS = ("math", "user", "cpu", "cuda", "ops")
+_HIDDEN = ("-fvisibility=hidden", "-fvisibility-inlines-hidden")
 _COMPILER_ENVIRONMENT = ("CXX", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME")
 
 
@@ -235,7 +236,8 @@ def build_name(spec: BuildSpec, files: dict[str, str]) -> str:
         for path in sorted(p for p in (src / sub).rglob("*") if p.is_file()):
             digest.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes()
                           + b"\0")
-    digest.update(repr((spec.device_kind, _build.HOST_FLAGS, _build.cuda_compile_flags(),
+    digest.update(repr((spec.device_kind, _build.HOST_FLAGS, _HIDDEN,
+                        _build.cuda_compile_flags(),
                         [os.environ.get(k) for k in _COMPILER_ENVIRONMENT], torch.__version__,
                         sys.version_info[:2])).encode())
     return f"fused_hmc_user_{spec.device_kind}_{digest.hexdigest()[:16]}"
@@ -368,8 +370,11 @@ def _compile_and_load(spec: BuildSpec, files: dict[str, str], name: str):
         return cpp_extension.load(
             name=name,
             sources=sources,
-            extra_cflags=list(_build.HOST_FLAGS),
-            extra_cuda_cflags=_build.cuda_compile_flags(),
+            # Hidden symbols: the modules of two models define the same template instances
+            # (ChainTarget<double>'s launchers, the registry entry), which would otherwise bind
+            # to the first module loaded.
+            extra_cflags=[*_build.HOST_FLAGS, *_HIDDEN],
+            extra_cuda_cflags=[*_build.cuda_compile_flags(), "-Xcompiler=" + ",".join(_HIDDEN)],
             extra_include_paths=[str(_build.csrc_dir())],
             build_directory=str(directory),
             with_cuda=with_cuda,

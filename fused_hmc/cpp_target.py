@@ -165,7 +165,11 @@ class CppTarget:
                 raise _build.ExtensionBuildError(
                     "the CppTarget module was compiled against other fused_hmc headers than the "
                     "loaded extension; remove its build directory and retry")
-            _build.bindings().register_target(module.target_entry())
+            entry = module.target_entry()
+            _build.bindings().register_target(entry)
+            if name not in _build.bindings().target_names():
+                raise RuntimeError(f"the CppTarget module's registry entry is not {name!r}: its "
+                                   "symbols bound to another module's")
             self._registered.add(name)
         return name
 

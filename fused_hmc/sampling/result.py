@@ -116,9 +116,15 @@ class SampleResult(NamedTuple):
             return from_dict(
                 {"posterior": {"q": self.samples.detach().cpu().numpy()}},
                 dims={"q": ["dim"]},
-                coords={"chain": np.arange(self.chain_offset, self.chain_offset + chains)},
+                coords={"chain": np.arange(self.chain_offset, self.chain_offset + chains)}
+                | ({"dim": list(self.parameter_names)} if self.parameter_names else {}),
                 attrs={"posterior": self.posterior_attrs()},
             )
+
+    @property
+    def parameter_names(self) -> list[str] | None:
+        """The target's parameter names (a CppTarget's ``names``), or None."""
+        return getattr(self.target, "names", None)
 
     def posterior_attrs(self) -> dict:
         """The attributes of the ``posterior`` group (in :meth:`to_arviz` and saved files)."""
@@ -189,16 +195,18 @@ class SampleResult(NamedTuple):
             return
         mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
                                               self.num_kept)
+        names = self.parameter_names
         if (self.samples is None and self.samples_path is None) or self.num_kept < 4:
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims), file=out)
+            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names),
+                  file=out)
             return
         try:
             diag = diagnostics.diagnose(self._draws_for_diagnostics(max_chains, max_dims),
                                         max_chains=max_chains, max_dims=max_dims,
                                         max_values=max_values)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims,
+            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names,
                                            missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)
             raise
-        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims, chains=chains),
-              file=out)
+        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims, chains=chains,
+                                       names=names), file=out)

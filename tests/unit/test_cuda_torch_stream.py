@@ -115,9 +115,6 @@ def test_cuda_graph_replays_equal_reference_replays():
 def test_probe_failure_warns_once_and_falls_back_exactly(monkeypatch):
     monkeypatch.setattr(torch_stream_guard, "_probe", lambda device, dtype: False)
     monkeypatch.setattr(torch_stream_guard, "_verdicts", {})
-    import fused_hmc.transition as transition
-
-    monkeypatch.setattr(transition, "_verdicts", torch_stream_guard._verdicts)
     q = torch.randn(2048, 64, device="cuda")
     with pytest.warns(RuntimeWarning, match="falling back"):
         _check_against_reference(q, seed=11)

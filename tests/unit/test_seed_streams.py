@@ -207,7 +207,7 @@ def test_stream_arguments_are_checked_on_the_torch_fallback_path(monkeypatch):
     q = torch.zeros(4, 3, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(1)
     for generator in (None, gen):
-        with pytest.raises(ValueError, match='seed= keys the native stream and needs rng="philox"'):
+        with pytest.raises(ValueError, match='seed= keys the native stream and needs noise="philox"'):
             fused_hmc.hmc_step(q, rng="torch", seed=1, generator=generator)
     with pytest.raises(ValueError, match="pass seed= too"):
         fused_hmc.hmc_step(q, rng="torch", transition=2)
