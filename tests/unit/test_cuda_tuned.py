@@ -88,8 +88,9 @@ def test_run_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
 @pytest.mark.parametrize("dim", [1, 3, 64, 130, 1030, 4096])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_standard_unit_mass_is_the_transition_op_on_cuda(dim, dtype):
-    """Per chain (G = B) and shared (G = 1): the same bits, and the transition op's transitions
-    (chain_offset 3, transitions 5..10, every second kept)."""
+    """Per chain (G = B), shared (G = 1) and an empty inv_mass (the unit mass compiled away): the
+    same bits, and the transition op's transitions (chain_offset 3, transitions 5..10, every
+    second kept)."""
     chains = 37 if dim < 1000 else 3
     target = make_target("standard", dim)
     q0 = 2 * torch.randn(chains, dim, generator=torch.Generator().manual_seed(dim), dtype=dtype)
@@ -97,8 +98,10 @@ def test_standard_unit_mass_is_the_transition_op_on_cuda(dim, dtype):
                            torch.ones(chains, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
     shared = _run_tuned("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
                         torch.ones(1, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
-    for a, b in zip(per_chain, shared):
-        assert torch.equal(a, b)
+    unit = _run_tuned("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
+                      torch.empty(0, dtype=dtype), 0.0, 4, 99, 5, 6, 2)  # the unit mass
+    for a, b, c in zip(per_chain, shared, unit):
+        assert torch.equal(a, b) and torch.equal(a, c)
     q, draws, count, _ = transition_loop(q0.cuda(), target.mean.to("cuda", dtype), 0.2, 4, 99, 3,
                                          5, 6)
     assert torch.equal(per_chain[0], q.cpu())

@@ -66,7 +66,8 @@ def _philox4x32(device, dtype):
 
 
 def _run(device, dtype):
-    """Sampling (draws kept and thinned, none kept as None and as an empty tensor) and warm-up
+    """Sampling (draws kept and thinned, none kept as None and as an empty tensor; once with an
+    empty inv_mass, the unit mass) and warm-up
     (given windows and Stan's; both adaptations or the step size only), each target with G = 1 and
     G = B."""
     q, mu = _state(device, dtype)
@@ -75,7 +76,9 @@ def _run(device, dtype):
     for i, ((name, tensors), groups) in enumerate(pairs):
         step = torch.full((groups,), 0.3, device=device, **_F64)
         inv_mass = torch.full((groups, D), 0.8, dtype=dtype, device=device)
-        head = (name, tensors, [], step, inv_mass, 0.2, 4, 7, 0)
+        unit = torch.empty(0, dtype=dtype, device=device)  # sampling: the unit mass
+        head = (name, tensors, [], step, unit if i == 3 else inv_mass, 0.2, 4, 7, 0)
+        warm_head = (name, tensors, [], step, inv_mass, 0.2, 4, 7, 0)
         kept = [torch.zeros(B, 2, D, dtype=dtype, device=device), None,
                 torch.empty(0, dtype=dtype, device=device)][i % 3]
         thin = 2 if i % 3 == 0 else 1  # transitions 3..6, thin 2: two kept
@@ -86,7 +89,7 @@ def _run(device, dtype):
                       window_m2=torch.zeros(B, D, device=device, **_F64), warmup_start=0,
                       num_warmup=40, windows=[5, 5, 5] if i % 2 else [], target_accept=0.8,
                       adapt_step_size=True, adapt_mass_matrix=i != 4)
-        samples.append(((q.clone(), *head, 0, 20), warmup))
+        samples.append(((q.clone(), *warm_head, 0, 20), warmup))
     return samples
 
 

@@ -184,6 +184,13 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
                                 samples, chain_offset=offset)
             assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
             assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
+        # an empty inv_mass (the unit mass compiled away) gives the same bits
+        q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
+        buffers = run_tuned(q, target, torch.full((1,), 0.7, dtype=torch.float64),
+                            torch.empty(0, dtype=dtype), 0.0, 4, 55, first, n, samples,
+                            chain_offset=offset)
+        assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
+        assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
