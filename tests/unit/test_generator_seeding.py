@@ -38,7 +38,7 @@ def test_manual_seed_makes_philox_reproducible(device):
     traced_second = _traced(q, mu)
     assert _same(first, second)
     assert _same(traced_first, traced_second)
-    # hmc_step and hmc_step_traced are the same transition
+    # hmc_step and the traced transition op are the same transition
     torch.manual_seed(5)
     traced = _traced(q, mu, eps=0.1, steps=10)
     assert _same(first, traced[:2])

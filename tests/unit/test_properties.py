@@ -7,8 +7,8 @@ What each mode promises, and is held to:
 - external noise and rng="torch": q_new bit-identical to the reference wherever the accept
   decisions agree; decisions differ only at near ties (_helpers.assert_accepted_agree); with
   rng="torch" the generator ends in the reference's state.
-- rng="philox" (checked through its traced noise): hmc_step equals hmc_step_traced bit for bit and
-  does not depend on q's layout; the reference fed the traced noise decides alike except at near
+- rng="philox" (checked through its traced noise): hmc_step equals the traced transition op bit for
+  bit and does not depend on q's layout; the reference fed the traced noise decides alike except at near
   ties, and its proposal is within the rounding of the philox mode's fused-FMA leapfrog.
 The cuda-marked variant runs more examples, larger shapes, and compares the CUDA kernels with the
 CPU build as well. Run with -s to see how many cases each test ran, per mode.

@@ -196,9 +196,9 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_transition_matches_reference(kind, dtype, device):
-    """One transition of run_chains_tuned (per-chain step sizes and inverse masses, jitter 0.15)
+    """One transition of the run op (per-chain step sizes and inverse masses, jitter 0.15)
     against reference_tuned_step fed the same momentum, uniform and jittered step size (the
-    momentum and uniform traced by hmc_step_traced on the same device, whose normals are that
+    momentum and uniform traced by the transition op on the same device, whose normals are that
     build's Box-Muller).
 
     The reference runs in float64. Decisions must agree except at near ties |log u - log_alpha|
