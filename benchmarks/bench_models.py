@@ -144,6 +144,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--out", default=None)
     parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument("--only-f32", action="store_true")
     args = parser.parse_args()
     model = models.eight_schools()
     rows = {}
@@ -154,6 +155,8 @@ def main() -> None:
                                                                   torch.float32)),
                      ("fused_hmc duals f64", lambda: fused(model, args.chains, args.warmup,
                                                            args.draws, False, torch.float64))):
+        if args.only_f32 and name.endswith("f64"):
+            continue
         rows[name] = fn()
         print(name, rows[name], flush=True)
     for gradient in (False, True):

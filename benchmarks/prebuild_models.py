@@ -1,0 +1,36 @@
+"""Compiles models' CUDA modules in parallel processes before a device session's tests and
+benchmarks use them (each module build is single-threaded work for nvcc and g++; a GPU machine's
+cores build several at once). Usage: python benchmarks/prebuild_models.py eight_schools:duals:f32
+diamonds:hand:f64 ... (model:gradient:dtype)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+_BUILD = """
+import torch
+from fused_hmc import models
+model = getattr(models, {name!r})()
+target = model.target(gradient={gradient})
+target.op_name({dtype}, torch.device("cuda"))
+print("built", {spec!r}, flush=True)
+"""
+
+
+def main() -> None:
+    start = time.perf_counter()
+    procs = []
+    for spec in sys.argv[1:]:
+        name, gradient, dtype = spec.split(":")
+        code = _BUILD.format(name=name, gradient=gradient == "hand", spec=spec,
+                             dtype={"f32": "torch.float32", "f64": "torch.float64"}[dtype])
+        procs.append((spec, subprocess.Popen([sys.executable, "-c", code])))
+    failed = [spec for spec, p in procs if p.wait() != 0]
+    print(f"prebuilt {len(procs) - len(failed)} of {len(procs)} modules in "
+          f"{time.perf_counter() - start:.0f} s" + (f"; failed: {failed}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
