@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+DEVICE = os.environ.get("FUSED_HMC_BENCH_DEVICE", "cuda")  # "cpu": a dry run of this script
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -32,7 +33,7 @@ def _summary(draws: np.ndarray, ref) -> dict:
 
     ess = np.asarray(array_stats.ess(draws, chain_axis=0, draw_axis=1, method="bulk"))
     means = draws.reshape(-1, draws.shape[-1]).mean(0)
-    worst = float(np.max(np.abs(means - ref.mean.numpy()) / ref.sd.numpy()))
+    worst = float(np.max(np.abs(means - np.asarray(ref.mean)) / np.asarray(ref.sd)))
     return {"min_bulk_ess": float(ess.min()), "worst_mean_error_sd": worst}
 
 
@@ -40,14 +41,16 @@ def fused(model, chains: int, warmup: int, draws: int, gradient: bool, dtype) ->
     import fused_hmc
 
     target = model.target(gradient=gradient)
-    q0 = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to("cuda", dtype)
+    q0 = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to(DEVICE, dtype)
 
     def run(seed):
-        torch.cuda.synchronize()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
         res = fused_hmc.sample(q0, draws, target=target, num_warmup=warmup, seed=seed,
                                num_leapfrog_steps=8, jitter=0.2, progress=False)
-        torch.cuda.synchronize()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
         return res, time.perf_counter() - start
 
     run(1)  # compiles the model and loads everything
@@ -65,21 +68,21 @@ def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 
     from timing import time_adaptive
 
     target = model.target(gradient=gradient)
-    q = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to("cuda", dtype)
+    q = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to(DEVICE, dtype)
     q *= 0.1  # near the mode: finite everywhere
     name = target.op_name(dtype, q.device)
     tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
-    f64 = dict(dtype=torch.float64, device="cuda")
+    f64 = dict(dtype=torch.float64, device=DEVICE)
     step = torch.full((1,), 0.05, **f64)
     stats = dict(mean=torch.zeros(q.shape, **f64), m2=torch.zeros(q.shape, **f64),
-                 accept_count=torch.zeros(chains, dtype=torch.int64, device="cuda"),
+                 accept_count=torch.zeros(chains, dtype=torch.int64, device=DEVICE),
                  accept_prob_sum=torch.zeros(chains, **f64))
     empty = q.new_empty(0)
 
     def call():
         ops.run(q, name, tensors, scalars, step, empty, 0.0, 8, 3, 0, 0, transitions, **stats)
 
-    seconds, _ = time_adaptive(call, "cuda", target_s=0.2, repeats=3)
+    seconds, _ = time_adaptive(call, DEVICE, target_s=0.2, repeats=3)
     return {"chains": chains, "seconds_per_call": seconds,
             "gradients_per_second": chains * transitions * 9 / seconds}
 
@@ -145,6 +148,7 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--no-jax", action="store_true")
     parser.add_argument("--only-f32", action="store_true")
+    parser.add_argument("--rate-chains", type=int, default=1 << 20)
     args = parser.parse_args()
     model = models.eight_schools()
     rows = {}
@@ -160,8 +164,9 @@ def main() -> None:
         rows[name] = fn()
         print(name, rows[name], flush=True)
     for gradient in (False, True):
-        key = f"gradient evaluations/s at 1M chains ({'hand-written' if gradient else 'duals'} f32)"
-        rows[key] = gradient_rate(model, 1 << 20, gradient, torch.float32)
+        kind = "hand-written" if gradient else "duals"
+        key = f"gradient evaluations/s at {args.rate_chains} chains ({kind} f32)"
+        rows[key] = gradient_rate(model, args.rate_chains, gradient, torch.float32)
         print(key, rows[key], flush=True)
     if not args.no_jax:
         try:
@@ -179,7 +184,8 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"chains": args.chains, "warmup": args.warmup, "draws": args.draws,
-                       "rows": rows, "device": torch.cuda.get_device_name()}, f, indent=1)
+                       "rows": rows, "device": (torch.cuda.get_device_name()
+                                                if DEVICE == "cuda" else "cpu")}, f, indent=1)
 
 
 if __name__ == "__main__":
