@@ -27,7 +27,7 @@ _DIAGNOSTIC_ELEMENTS = 2**24
 # Degenerate-run warnings: HMC works well at acceptance 0.6 - 0.9; below this the chains barely
 # move. R-hat above 1.1 is Gelman et al.'s classic sign of chains that have not mixed.
 _LOW_ACCEPTANCE = 0.1
-_HIGH_R_HAT = 1.1
+HIGH_R_HAT = 1.1
 
 
 class CliError(Exception):
@@ -170,7 +170,7 @@ def _sampler_settings(args: argparse.Namespace, target) -> dict:
                 adapt_windows=tuple(args.adapt_windows))
 
 
-def _diagnostic_window(chains: int, kept: int, dim: int,
+def diagnostic_window(chains: int, kept: int, dim: int,
                        dims: int | None = None) -> tuple[int, int, int]:
     """(chains, draws, dims) that ESS / R-hat look at: the first ones, within the budgets; dims:
     how many quantities are diagnosed (default: the first _DIAGNOSTIC_DIMS of dim)."""
@@ -180,7 +180,7 @@ def _diagnostic_window(chains: int, kept: int, dim: int,
     return min(chains, max(2, most)), draws, dims
 
 
-def _diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
+def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     """The first window[0] chains' first window[1] draws: from the result, or (without kept draws)
     by running those chains again with draws kept; chain b of either run is the same philox chain,
     so without pooled adaptation they are the very draws of the main run."""
@@ -220,12 +220,12 @@ def _exact_acceptance(args, target, res) -> float | None:
         return None
 
 
-def _figure(value: float) -> str:
+def figure(value: float) -> str:
     """R-hat as 1.0123, or 4.5e+15 when it has blown up."""
     return f"{value:.4f}" if abs(value) < 10 else f"{value:.3g}"
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"fused-hmc sample: warning: {message}", file=sys.stderr)
 
 
@@ -252,7 +252,7 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
     print(f"acceptance rate   {rate:.4f}  (mean acceptance probability "
           f"{res.mean_accept_prob.double().mean().item():.4f}{known})")
     if rate < _LOW_ACCEPTANCE:
-        _warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
+        warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
               "use a smaller --step-size, or --warmup to adapt it")
 
 
@@ -261,10 +261,10 @@ def _report_moments(target, res) -> None:
     from . import diagnostics
 
     if res.num_kept == 0 and not res.interrupted:
-        _warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling transitions: "
+        warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling transitions: "
               "no moments or diagnostics; use --thin <= --samples")
     elif 0 < res.num_kept < 4:
-        _warn(f"only {res.num_kept} draws kept per chain: the variance needs 2 and ESS / R-hat 4; "
+        warn(f"only {res.num_kept} draws kept per chain: the variance needs 2 and ESS / R-hat 4; "
               "use more --samples or a smaller --thin")
     if res.num_kept >= 2:
         mean, sd = diagnostics.pooled_moments(res.mean.cpu().numpy(), res.var.cpu().numpy(),
@@ -277,11 +277,11 @@ def _report_moments(target, res) -> None:
         print(f"variance          variance / truth: average {ratio.mean():.4f}, range over dims "
               f"{ratio.min():.4f} .. {ratio.max():.4f}")
         if not (math.isfinite(error.max()) and math.isfinite(ratio.max())):
-            _warn("non-finite moments: the chains diverged")
+            warn("non-finite moments: the chains diverged")
 
 
 def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
-    """ESS and R-hat of the first chains, draws and dimensions (_diagnostic_window)."""
+    """ESS and R-hat of the first chains, draws and dimensions (diagnostic_window)."""
     from . import diagnostics
 
     no_draws = res.samples is None and res.samples_path is None
@@ -290,17 +290,17 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
                                               "resumed: the start is not in the checkpoint")
               + ", and no draws kept)")
     elif res.num_kept >= 4:
-        window = _diagnostic_window(args.chains, res.num_kept, args.dim)
-        diag = diagnostics.diagnose(_diagnostic_draws(q0, settings, res, window),
+        window = diagnostic_window(args.chains, res.num_kept, args.dim)
+        diag = diagnostics.diagnose(diagnostic_draws(q0, settings, res, window),
                                     max_dims=window[2])
         how = "" if not no_draws else (
             "; those chains run again with draws kept"
             + (", pooled adaptation over them alone" if args.pooled and adapting else ""))
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
-              f"R-hat max {_figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
+              f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
-        if not diag.max_r_hat <= _HIGH_R_HAT:
-            _warn(f"R-hat max {_figure(diag.max_r_hat)} > {_HIGH_R_HAT}: the chains have not mixed "
+        if not diag.max_r_hat <= HIGH_R_HAT:
+            warn(f"R-hat max {figure(diag.max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed "
                   "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
 
 
@@ -356,7 +356,7 @@ def _settings_of(args: argparse.Namespace, sampler, res) -> None:
 
 def _plot(args: argparse.Namespace, res) -> None:
     if res.num_kept < 2:
-        _warn(f"--plot skipped: it needs 2 kept draws per chain, the run kept {res.num_kept}")
+        warn(f"--plot skipped: it needs 2 kept draws per chain, the run kept {res.num_kept}")
         return
     res.plot(args.plot)
     dims = min(4, res.final_state.shape[1])

@@ -249,7 +249,7 @@ def constrained_moments(model, draws, chains: int) -> tuple[np.ndarray, np.ndarr
 def report_parameters(q0, settings, res, model) -> None:
     """The summary table in named parameters (a model's constrained ones when `model` is given):
     mean and sd over every chain and draw, ESS / R-hat over the first chains and draws
-    (cli._diagnostic_window's budget). q0, settings: the run's, to rerun the first chains when no
+    (cli.diagnostic_window's budget). q0, settings: the run's, to rerun the first chains when no
     draws were kept (None when resumed)."""
     from . import cli, diagnostics
 
@@ -257,7 +257,7 @@ def report_parameters(q0, settings, res, model) -> None:
     names = parameter_names(target, model)
     rows = min(len(names), SUMMARY_ROWS)
     if res.num_kept == 0 and not res.interrupted:
-        cli._warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling "
+        cli.warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling "
                   "transitions: no summary; use --thin <= --samples")
         return
     if res.num_kept < 2:
@@ -268,8 +268,8 @@ def report_parameters(q0, settings, res, model) -> None:
         names, model = list(model.names), None
         rows = min(len(names), SUMMARY_ROWS)
     chains = res.final_state.shape[0]
-    window = cli._diagnostic_window(chains, res.num_kept, target.dim, rows)
-    draws = cli._diagnostic_draws(q0, settings, res, window) if can_draw and (
+    window = cli.diagnostic_window(chains, res.num_kept, target.dim, rows)
+    draws = cli.diagnostic_draws(q0, settings, res, window) if can_draw and (
         res.num_kept >= 4 or model is not None) else None
     if model is None:
         mean, sd = diagnostics.pooled_moments(res.mean.cpu().numpy(), res.var.cpu().numpy(),
@@ -300,12 +300,12 @@ def report_parameters(q0, settings, res, model) -> None:
                + ", and no draws kept)")
     print(diagnostics.format_table(mean, sd, diag, max_dims=rows, missing=missing, chains=chains,
                                    names=names))
-    if diag is not None and not diag.max_r_hat <= cli._HIGH_R_HAT:
-        cli._warn(f"R-hat max {cli._figure(diag.max_r_hat)} > {cli._HIGH_R_HAT}: the chains have "
+    if diag is not None and not diag.max_r_hat <= cli.HIGH_R_HAT:
+        cli.warn(f"R-hat max {cli.figure(diag.max_r_hat)} > {cli.HIGH_R_HAT}: the chains have "
                   "not mixed (or are too short to tell); check --warmup, --samples, --step-size, "
                   "--leapfrog")
     if not np.isfinite(mean).all():
-        cli._warn("non-finite means: the chains diverged")
+        cli.warn("non-finite means: the chains diverged")
 
 
 def _store_draws(res):

@@ -269,7 +269,7 @@ def test_model_run_on_cuda_summarises_the_constrained_parameters(capsys):
     res = fused_hmc.sample(q0, 200, target=model.target(), num_warmup=200, seed=0,
                            step_size=0.1, num_leapfrog_steps=10, progress=False)
     draws = model.constrained_values(res.samples.cpu()).numpy()
-    window = cli._diagnostic_window(256, 200, 10, 10)
+    window = cli.diagnostic_window(256, 200, 10, 10)
     flat = draws.reshape(-1, draws.shape[-1])
     rows = _rows(out)
     assert list(rows) == list(model.constrained_names)
