@@ -60,8 +60,10 @@ CHAIN = "void fused_hmc::chain_kernels::"
 POOLED = "void fused_hmc::pooled_warmup::"
 
 
-def _kernel(prefix, name, target, group, chunks, params):
-    return (f"{prefix}{name}<fused_hmc::{target}, {group}, {chunks}>(fused_hmc::{target}, "
+def _kernel(prefix, name, target, group, chunks, params, unit_mass=None):
+    """A demangled name as ptxas prints it; the sampling kernel has a unit-mass flag too."""
+    flag = "" if unit_mass is None else f", {str(unit_mass).lower()}"
+    return (f"{prefix}{name}<fused_hmc::{target}, {group}, {chunks}{flag}>(fused_hmc::{target}, "
             f"fused_hmc::{params})")
 
 
@@ -71,21 +73,21 @@ def test_allowlist_admits_only_the_known_spilling_kernels(tool):
     user targets and the transition kernel are not admitted."""
     allow = tool.read_allowlist(ROOT / ".ci" / "cuda_spill_allowlist.txt")
     known = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 4,
-                     "SamplingParams<double>"),
-             _kernel(CHAIN, "sampling_kernel", "DenseGaussian<double>", 256, 4,
-                     "SamplingParams<double>"),
+                     "SamplingParams<double>", False),
+             _kernel(CHAIN, "sampling_kernel", "StandardGaussian<double>", 256, 4,
+                     "SamplingParams<double>", True),
              _kernel(CHAIN, "warmup_per_chain_kernel", "StandardGaussian<double>", 256, 4,
                      "WarmupParams<double>"),
              _kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<double>", 128, 4,
                      "WarmupParams<double>")]
     fresh = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<float>", 256, 4,
-                     "SamplingParams<float>"),
+                     "SamplingParams<float>", True),
              _kernel(POOLED, "warmup_pooled_kernel", "DenseGaussian<float>", 256, 4,
                      "WarmupParams<float>"),
              _kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 1,
-                     "SamplingParams<double>"),
-             _kernel(CHAIN, "sampling_kernel", "ChainTarget<double>", 128, 4,
-                     "SamplingParams<double>"),
+                     "SamplingParams<double>", False),
+             _kernel(CHAIN, "sampling_kernel", "ChainTarget<double>", 1, 4,
+                     "SamplingParams<double>", False),
              f"{ANON}hmc_transition_kernel<double, (fused_hmc::NoiseSource)0, 128, 4>"
              "(fused_hmc::TransitionParams<double>)"]
     rows = [row(k, 1424, 1572) for k in known] + [row(k, 8, 0) for k in fresh]
