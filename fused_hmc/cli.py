@@ -167,7 +167,7 @@ def _sampler_settings(args: argparse.Namespace, target) -> dict:
                 seed=args.seed, target=target, num_warmup=args.warmup,
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
                 adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled, jitter=args.jitter,
-                adapt_windows=tuple(args.adapt_windows))
+                adapt_windows=tuple(args.adapt_windows), superchains=args.superchains)
 
 
 def diagnostic_window(chains: int, kept: int, dim: int,
@@ -187,6 +187,7 @@ def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     from .sampling import Sampler
 
     chains, draws, _ = window
+    settings = dict(settings, superchains=None)  # q0 already holds the superchains' starts
     if res.samples is not None:
         return res.samples[:chains, :draws]
     if res.samples_path is not None:  # streamed: read those draws from the store
@@ -291,17 +292,33 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
               + ", and no draws kept)")
     elif res.num_kept >= 4:
         window = diagnostic_window(args.chains, res.num_kept, args.dim)
-        diag = diagnostics.diagnose(diagnostic_draws(q0, settings, res, window),
-                                    max_dims=window[2])
+        draws = diagnostic_draws(q0, settings, res, window)
+        diag = diagnostics.diagnose(draws, max_dims=window[2])
         how = "" if not no_draws else (
             "; those chains run again with draws kept"
             + (", pooled adaptation over them alone" if args.pooled and adapting else ""))
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
               f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
+        if res.superchains is not None:
+            _report_nested_r_hat(draws, args.chains // res.superchains, window[2])
         if not diag.max_r_hat <= HIGH_R_HAT:
             warn(f"R-hat max {figure(diag.max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed "
                   "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+
+
+def _report_nested_r_hat(draws, size: int, dims: int) -> None:
+    """Nested R-hat of the whole superchains (of `size` chains) among the chains diagnosed."""
+    from . import diagnostics
+
+    whole = draws.shape[0] // size
+    if whole < 2:
+        print(f"nested R-hat      skipped (the first {draws.shape[0]} chains diagnosed hold fewer "
+              f"than 2 whole superchains of {size})")
+        return
+    nested = diagnostics.diagnose(draws[:whole * size], max_dims=dims, superchains=whole)
+    print(f"nested R-hat      max {figure(nested.max_nested_r_hat)}  (first {whole} superchains "
+          f"x {size} chains)")
 
 
 def _report_time(args, res, elapsed: float) -> None:
@@ -375,6 +392,9 @@ def _sample(args: argparse.Namespace) -> int:
     else:
         from . import cli_models
 
+        if args.superchains is not None and args.chains % args.superchains:
+            raise CliError("--superchains", f"must divide --chains {args.chains} into groups of "
+                                            f"equal size, got {args.superchains}")
         cli_models.resolve_flags(args)  # every flag checked before anything compiles
         dtype = getattr(torch, args.dtype)
         if args.library_model is not None or cli_models.is_cpp_path(args.target):
@@ -385,6 +405,10 @@ def _sample(args: argparse.Namespace) -> int:
             target = _target(args)
             generator = torch.Generator(device=device).manual_seed(args.seed)
             q0 = _start(target, args.chains, dtype, device, generator)
+        if args.superchains is not None:  # the start the chains and a diagnostic re-run share
+            from .sampling.superchains import superchain_starts
+
+            q0 = superchain_starts(q0, args.superchains)
         settings = _sampler_settings(args, target)
         sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
                           out=args.out, checkpoint=args.checkpoint,
@@ -537,6 +561,11 @@ def _add_sample_parser(sub) -> None:
          metavar=("INIT", "BASE", "TERM"),
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
               "fast interval (Stan's; scaled to 15%% / 75%% / 10%% when they do not fit)")
+    flag("--superchains", type=_integer(2), default=None, metavar="K",
+         help="run the chains as K superchains of --chains / K chains each, every chain of a "
+              "superchain started from one point (its first chain's start), and report their "
+              "nested R-hat (Margossian et al. 2024) besides R-hat (default: none; each chain "
+              "starts from its own point)")
     flag("--dtype", choices=["float32", "float64"], default=None,
          help="the chains' dtype (default: float32 on a Gaussian; float64 for a --model or a C++ "
               "target, as Stan computes)")

@@ -10,7 +10,14 @@ improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2):
   standard error of a mean (of the draws, or of a function of them);
 - tail ESS: the smaller of the ESS of the indicators of the 5% and 95% quantiles;
 - R-hat: the larger of the rank-normalised split R-hat of the draws and of their folded values
-  |x - median|; it is near 1 when all chains sample the same distribution.
+  |x - median|; it is near 1 when all chains sample the same distribution;
+- nested R-hat (``arviz_stats.rhat_nested``, Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari &
+  Gelman 2024, "Nested R-hat: assessing the convergence of Markov chain Monte Carlo when running
+  many short chains", Bayesian Analysis): for chains run in superchains (groups of chains started
+  from one shared point each; ``sample(..., superchains=K)``), the same rank-normalised and folded
+  statistic computed from the between-superchain variance of the superchain means over the
+  within-superchain variance, so that it tells whether the superchains agree even when each chain
+  is too short to mix on its own.
 
 Draws are arrays or tensors shaped (chain, draw, dim) (or (chain, draw) for one dimension). The cost
 is arviz-stats' ranking of every value of a dimension, three times (bulk ESS, and R-hat's ranks of
@@ -85,17 +92,43 @@ def rhat(samples) -> np.ndarray:
                                              draw_axis=1))
 
 
+def superchain_ids(chains: int, superchains: int) -> np.ndarray:
+    """[chains] int64, the superchain of each chain: chain b is in superchain b // (chains /
+    superchains), the groups ``sample(..., superchains=K)`` starts from one point each."""
+    return np.arange(chains) // (chains // superchains)
+
+
+def rhat_nested(samples, superchains: int) -> np.ndarray:
+    """Rank-normalised nested R-hat per dimension, [dim] float64, of chains in `superchains`
+    equal groups of consecutive chains (:func:`superchain_ids`; at least 2 groups)."""
+    draws = as_draws(samples)
+    ids = superchain_ids(draws.shape[0], superchains)
+    return np.atleast_1d(_arviz_stats().rhat_nested(draws, superchain_ids=ids, method="rank",
+                                                    chain_axis=0, draw_axis=1))
+
+
 class Diagnostics(NamedTuple):
     """ESS and R-hat per dimension for the chains and dimensions that were examined.
 
     ess_bulk, ess_tail, r_hat: [dims] float64, for dimensions 0 .. dims - 1.
-    chains: how many chains (the first ones) entered; draws: draws per chain.
+    chains: how many chains entered (the first ones; with superchains, the first
+    chains_per_superchain chains of each of the first ``superchains``); draws: draws per chain.
+    nested_r_hat: [dims] float64 nested R-hat of those chains, when they were run in superchains
+    (else None); superchains: how many superchains entered (None without).
     """
     ess_bulk: np.ndarray
     ess_tail: np.ndarray
     r_hat: np.ndarray
     chains: int
     draws: int
+    nested_r_hat: np.ndarray | None = None
+    superchains: int | None = None
+
+    @property
+    def max_nested_r_hat(self) -> float:
+        values = self.nested_r_hat
+        return (float(np.nanmax(values)) if values is not None and np.isfinite(values).any()
+                else math.nan)
 
     @property
     def min_ess_bulk(self) -> float:
@@ -110,19 +143,54 @@ class Diagnostics(NamedTuple):
         return float(np.nanmax(self.r_hat)) if np.isfinite(self.r_hat).any() else math.nan
 
 
+def _superchain_window(total: int, superchains: int, chains: int) -> tuple[int, int]:
+    """(superchains k, chains per superchain m) to examine within about `chains` chains: every
+    superchain's first chains when they fit one each, else fewer superchains (at least 2)."""
+    size = total // superchains
+    per = min(size, max(1, chains // superchains))
+    return min(superchains, max(2, chains // per)), per
+
+
+def _superchain_draws(samples, size: int, k: int, m: int, dims: int):
+    """The first m chains of each of the first k superchains of `size` chains."""
+    if m == size:
+        return samples[:k * size, :, :dims]
+    if hasattr(samples, "reshape"):  # a tensor or array in memory: one strided slice
+        draws = samples[:k * size, :, :dims]
+        return draws.reshape(k, size, *draws.shape[1:])[:, :m].reshape(k * m, *draws.shape[1:])
+    return np.concatenate([as_draws(samples[j * size:j * size + m, :, :dims]) for j in range(k)])
+
+
 def diagnose(samples, *, max_chains: int | None = None, max_dims: int | None = None,
-             max_values: int | None = None) -> Diagnostics:
+             max_values: int | None = None, superchains: int | None = None) -> Diagnostics:
     """Bulk/tail ESS and R-hat of the first ``max_chains`` chains and ``max_dims`` dimensions
     (None: all). ``max_values`` bounds the cost: it lowers the chains (the first ones, at least 2)
-    so that at most about that many values (chains x draws x dims) are examined."""
+    so that at most about that many values (chains x draws x dims) are examined.
+
+    superchains: the chains form that many equal groups of consecutive chains, each started from
+    one point (``sample(..., superchains=K)``); the nested R-hat of the chains examined is then
+    computed too. The chains examined are then, within the same budget, the first chains of
+    every superchain (of the first superchains, at least 2, when fewer than one chain each fits),
+    so that every superchain examined has as many chains."""
     shape = tuple(samples.shape)
     if len(shape) not in (2, 3):
         raise ValueError(f"draws must be shaped (chain, draw, dim) or (chain, draw), got {shape}")
-    chains, draws, dims = shape if len(shape) == 3 else (*shape, 1)
-    chains = chains if max_chains is None else min(chains, max_chains)
+    total, draws, dims = shape if len(shape) == 3 else (*shape, 1)
+    chains = total if max_chains is None else min(total, max_chains)
     dims = dims if max_dims is None else min(dims, max_dims)
     if max_values is not None:
         chains = min(chains, max(2, max_values // max(1, draws * dims)))
+    if superchains is not None:
+        if not 2 <= superchains <= total or total % superchains:
+            raise ValueError(f"superchains must be >= 2 and divide the {total} chains, got "
+                             f"{superchains}")
+        k, m = _superchain_window(total, superchains, chains)
+        if len(shape) == 2:
+            samples = samples[:, :, None]
+        draws = as_draws(_superchain_draws(samples, total // superchains, k, m, dims))
+        return Diagnostics(ess_bulk(draws), ess_tail(draws), rhat(draws), chains=k * m,
+                           draws=draws.shape[1], nested_r_hat=rhat_nested(draws, k),
+                           superchains=k)
     if len(shape) == 3:  # slice where the draws are (device, or a store on disk), then copy
         samples = samples[:chains, :, :dims]
     draws = as_draws(samples)[:chains, :, :dims]
@@ -186,4 +254,7 @@ def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
         lines.append(f"{scope} ({diag.chains}{of} chains x {diag.draws} draws): "
                      f"min ess_bulk {diag.min_ess_bulk:.0f}, min ess_tail {diag.min_ess_tail:.0f}, "
                      f"max r_hat {diag.max_r_hat:.4f}")
+        if diag.nested_r_hat is not None:
+            lines.append(f"max nested r_hat {diag.max_nested_r_hat:.4f} ({diag.superchains} "
+                         f"superchains x {diag.chains // diag.superchains} chains)")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from .checkpoint import Checkpointer, read_checkpoint
 from . import resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
+from .superchains import check_superchains, superchain_starts
 from .._limits import LIMITS, STAN_WINDOWS
 from .kernel import ChainKernel, RunStatistics
 from .warmup import WarmupSettings
@@ -102,6 +103,12 @@ class Sampler:
             continues from it in any process with results bit-identical to an uninterrupted run.
             Draws kept in memory are part of every checkpoint (use `out` for long runs).
         checkpoint_every: seconds between checkpoints (0: after every chunk).
+        superchains: K, to run the chains as K superchains for nested R-hat (Margossian et al.
+            2024; see :mod:`fused_hmc.sampling.superchains`): chains k M .. (k + 1) M - 1
+            (M = chains / K, which must be whole) all start at q0's row k M, the first of their
+            group, and ``summary()`` reports their nested R-hat besides split R-hat. An integer
+            >= 2 dividing the chains; None (default): every chain starts at its own row. The
+            groups are this batch's rows (chain_offset plays no part).
 
     Every configuration runs the one chain kernel (the same operations on CPU and CUDA); N(mu, I)
     with one step size, no mass matrix, jitter or warm-up is exactly the seed sampler's.
@@ -116,9 +123,12 @@ class Sampler:
                  adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
                  inverse_mass: torch.Tensor | None = None,
                  adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-                 checkpoint_every: float = 60.0):
+                 checkpoint_every: float = 60.0, superchains: int | None = None):
         self._q = check_q0(q0)
         target = check_target(target, mu, self._q)
+        self.superchains = check_superchains(superchains, self._q.shape[0])
+        if self.superchains is not None:
+            self._q = superchain_starts(self._q, self.superchains)
         self._out = check_path("out", out)
         if self._out is not None and not keep_samples:
             raise ValueError("out= streams the kept draws to disk, but keep_samples=False keeps "
@@ -164,7 +174,8 @@ class Sampler:
             adapt_step_size=self.warmup.adapt_step_size,
             adapt_mass_matrix=self.warmup.adapt_mass_matrix, pooled=self.warmup.pooled,
             jitter=self.jitter, inverse_mass=inverse_mass, adapt_windows=self.warmup.windows,
-            out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every)
+            out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every,
+            superchains=self.superchains)
 
         chains, dim = self._q.shape
         f64 = dict(dtype=torch.float64, device=self._q.device)
@@ -231,7 +242,10 @@ class Sampler:
         arguments, tensors, integers, draws = read_checkpoint(path, device)
         if progress is not None:
             arguments["progress"] = progress
+        # The checkpoint's q is the chains' state, not their start: not grouped again.
+        superchains = arguments.pop("superchains", None)
         sampler = cls(tensors.pop("q"), checkpoint=path, **arguments)
+        sampler.superchains = sampler._arguments["superchains"] = superchains
         sampler._restore(tensors, integers, draws)
         return sampler
 
@@ -531,6 +545,7 @@ class Sampler:
             jitter=self.jitter,
             warmup=self.warmup,
             samples_path=None if self._out is None else str(self._out),
+            superchains=self.superchains,
         )
 
     # ---- internals ------------------------------------------------------------------------------
@@ -594,7 +609,7 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
            inverse_mass: torch.Tensor | None = None,
            adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-           checkpoint_every: float = 60.0) -> SampleResult:
+           checkpoint_every: float = 60.0, superchains: int | None = None) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
     inverse mass; not returned) and then `num_samples` HMC transitions on the target (default
     N(mu, I)), and returns the result.
@@ -615,5 +630,6 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       target_accept=target_accept, adapt_step_size=adapt_step_size,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
                       inverse_mass=inverse_mass, adapt_windows=adapt_windows, out=out,
-                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      superchains=superchains)
     return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy

@@ -54,6 +54,9 @@ class SampleResult(NamedTuple):
             kept in memory: a zarr store whose ``posterior/q[:, :num_kept]`` are this result's
             draws (``samples`` is then None; :meth:`to_arviz`, :meth:`summary` and :meth:`plot`
             read them from there). None otherwise.
+        superchains: K when the chains ran as K superchains (``superchains=K``: chains
+            k M .. (k + 1) M - 1, M = chains / K, started from one point each), whose nested R-hat
+            :meth:`summary` reports; None otherwise.
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -80,6 +83,7 @@ class SampleResult(NamedTuple):
     jitter: float | None = None
     warmup: WarmupSettings | None = None
     samples_path: str | None = None
+    superchains: int | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -171,13 +175,17 @@ class SampleResult(NamedTuple):
                 max_values: int | None = diagnostics.SUMMARY_VALUES,
                 file: TextIO | None = None) -> None:
         """Prints per-dimension mean, sd, bulk/tail ESS and R-hat for the first ``max_dims``
-        dimensions, and the minimum ESS / maximum R-hat over them.
+        dimensions, and the minimum ESS / maximum R-hat over them; for chains run in superchains
+        (``superchains=K``), also a line "max nested r_hat" (arviz-stats' ``rhat_nested``, see
+        :mod:`fused_hmc.diagnostics`) over the same chains.
 
         Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws).
         ESS and R-hat need the draws and cost about 2 s per million values on one core
         (:mod:`fused_hmc.diagnostics`), so they examine the first chains (at most ``max_chains``,
         at least 2) that fit in ``max_values`` values (chains x draws x max_dims; the default is
-        about 2 s; None: every chain), and say how many. Ctrl-C while they run prints the rest and
+        about 2 s; None: every chain), and say how many; with superchains, the first chains of
+        every superchain (of the first superchains, at least 2, when fewer than one chain each
+        fits), as many of each. Ctrl-C while they run prints the rest and
         raises KeyboardInterrupt.
         """
         out = file if file is not None else sys.stdout
@@ -203,7 +211,7 @@ class SampleResult(NamedTuple):
         try:
             diag = diagnostics.diagnose(self._draws_for_diagnostics(max_chains, max_dims),
                                         max_chains=max_chains, max_dims=max_dims,
-                                        max_values=max_values)
+                                        max_values=max_values, superchains=self.superchains)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
             print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names,
                                            missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)

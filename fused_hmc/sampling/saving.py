@@ -104,7 +104,8 @@ def write_result_group(root, res: SampleResult) -> None:
     if "fused_hmc" in root:
         del root["fused_hmc"]
     attrs = {name: getattr(res, name) for name in _SCALARS}
-    attrs.update(format=FORMAT, seed=str(res.seed), samples=_samples_kind(res),
+    attrs.update(format=FORMAT, seed=str(res.seed), superchains=res.superchains,
+                 samples=_samples_kind(res),
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
                  device=str(res.final_state.device))
     group = root.create_group("fused_hmc", attributes=attrs)
@@ -193,4 +194,6 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     elif kind != "none":
         fields["samples_path"] = str(path)
     return SampleResult(seed=int(attrs["seed"]), warmup=read_warmup(attrs["warmup"]),
-                        target=read_target(group), **fields)
+                        # (absent from files saved before superchains existed)
+                        target=read_target(group), superchains=attrs.get("superchains"),
+                        **fields)
