@@ -381,10 +381,41 @@ def _plot(args: argparse.Namespace, res) -> None:
           f"{args.plot}")
 
 
+def _sample_ranks(args: argparse.Namespace, ranks) -> int:
+    """Under torchrun: this rank's --chains of a run of every rank's (see cli_distributed)."""
+    from . import cli_models
+    from .sampling import Sampler
+
+    try:
+        cli_models.resolve_flags(args)
+        dtype, everyone = getattr(torch, args.dtype), ranks.world * args.chains
+        if args.library_model is not None or cli_models.is_cpp_path(args.target):
+            user = cli_models.user_target(args)
+            target = user.target
+            q0 = cli_models.start(user, everyone, dtype, ranks.device, args.seed)
+        else:  # the one-process start of every chain; this rank's rows
+            target = _target(args)
+            generator = torch.Generator(device=ranks.device).manual_seed(args.seed)
+            q0 = _start(target, everyone, dtype, ranks.device, generator)
+        sampler = Sampler(q0[ranks.rows(args.chains)], keep_samples=args.keep_samples,
+                          progress=not args.no_progress and ranks.rank == 0,
+                          process_group=ranks.group, **_sampler_settings(args, target))
+        start = time.perf_counter()
+        res = sampler.run(args.samples)
+        ranks.report(res, time.perf_counter() - start)
+        return 130 if res.interrupted else 0
+    finally:
+        ranks.close()
+
+
 def _sample(args: argparse.Namespace) -> int:
+    from . import cli_distributed
     from .sampling import Sampler
 
     device = _device(args.device)
+    ranks = cli_distributed.from_environment(args)  # torchrun (WORLD_SIZE > 1): the process group
+    if ranks is not None:
+        return _sample_ranks(args, ranks)
     _check_paths(args)
     if args.resume is not None:
         sampler, q0, settings = _resumed_sampler(args), None, None
@@ -503,7 +534,8 @@ def _add_sample_parser(sub) -> None:
                                    "is summarised in named parameters (a model's constrained "
                                    "ones). Degenerate runs end with a warning.")
     flag = p.add_argument
-    flag("--chains", type=_integer(1), default=2048, help="number of chains")
+    flag("--chains", type=_integer(1), default=2048,
+         help="number of chains (under torchrun: per rank, every rank's chains in the report)")
     flag("--dim", type=_integer(1), default=None,
          help="dimension of a Gaussian target (default: 64); required with --target FILE.cpp "
               "(the number of unconstrained parameters the source reads); a --model has its own")

@@ -22,7 +22,7 @@ from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, c
                         check_q0, check_seconds, check_step_size, check_step_size_fits,
                         check_target, count)
 from .checkpoint import Checkpointer, read_checkpoint
-from . import resources
+from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
 from .superchains import check_superchains, superchain_starts
@@ -103,6 +103,16 @@ class Sampler:
             continues from it in any process with results bit-identical to an uninterrupted run.
             Draws kept in memory are part of every checkpoint (use `out` for long runs).
         checkpoint_every: seconds between checkpoints (0: after every chunk).
+        process_group: a ``torch.distributed`` ProcessGroup to split the chains over processes
+            (see :mod:`fused_hmc.sampling.distributed`), or None (default: this process alone).
+            Construct on every rank (a collective): q0 is this rank's chains, which are the global
+            chains chain_offset .. chain_offset + chains - 1, chain_offset being the chains of the
+            lower ranks (so chain_offset= must stay 0); the seed must be the same on every rank
+            (None on every rank: rank 0's draw). Every rank's results are its own chains' (bit for
+            bit those of one process running every rank's chains in rank order, per-chain warm-up
+            included), with ``global_summary`` (moments, acceptance, ESS / R-hat of every rank's
+            chains) from each ``run``, which every rank must call alike. Not with pooled=True
+            (warm-up pooled across ranks is not supported yet) nor checkpoint=.
         superchains: K, to run the chains as K superchains for nested R-hat (Margossian et al.
             2024; see :mod:`fused_hmc.sampling.superchains`): chains k M .. (k + 1) M - 1
             (M = chains / K, which must be whole) all start at q0's row k M, the first of their
@@ -114,6 +124,7 @@ class Sampler:
     with one step size, no mass matrix, jitter or warm-up is exactly the seed sampler's.
     """
 
+    @distributed.spreads_errors
     def __init__(self, q0: torch.Tensor, *, step_size: float = 0.1, num_leapfrog_steps: int = 10,
                  mu=None, thin: int = 1, keep_samples: bool = True, seed: int | None = None,
                  generator: torch.Generator | None = None, progress: bool = True,
@@ -123,7 +134,10 @@ class Sampler:
                  adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
                  inverse_mass: torch.Tensor | None = None,
                  adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-                 checkpoint_every: float = 60.0, superchains: int | None = None):
+                 checkpoint_every: float = 60.0, superchains: int | None = None,
+                 process_group=None):
+        self._group = (None if process_group is None
+                       else distributed.ChainGroup(process_group, "constructing the Sampler"))
         self._q = check_q0(q0)
         target = check_target(target, mu, self._q)
         self.superchains = check_superchains(superchains, self._q.shape[0])
@@ -150,12 +164,19 @@ class Sampler:
         self.progress = bool(progress)
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
+        if self._group is not None:
+            self._group.check_arguments(self.chain_offset, pooled, checkpoint)
         self._next = count("first_transition", first_transition, 0)
         if seed is not None and generator is not None:
             raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
+        seed_given = seed is not None
         if seed is None:
             seed = _draw_seed(generator, self._q.device)
         self.seed = count("seed", seed, 0, 2**64 - 1)
+        self.global_chains = self._q.shape[0]  # every rank's chains
+        if self._group is not None:  # the constructor's collectives
+            self.chain_offset, self.seed, self.global_chains = self._group.layout(
+                self._q, self.seed, seed_given)
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
         if self._q.is_cuda:
             require_cuda_kernels()
@@ -249,6 +270,7 @@ class Sampler:
         sampler._restore(tensors, integers, draws)
         return sampler
 
+    @distributed.spreads_errors
     def run(self, num_transitions: int | None = None, *, last: bool = False) -> SampleResult:
         """Runs `num_transitions` more transitions of every chain and returns the result so far.
 
@@ -269,7 +291,12 @@ class Sampler:
         result is assembled does not lose it. Raises SamplesTooLargeError (a MemoryError) before
         any transition when the draws kept in memory (or, with ``out=``, the stream's buffers)
         would not fit in free memory.
+
+        With a process_group, every rank calls run alike (a collective at the end gives the
+        result's ``global_summary``; an error on one rank makes the others raise there too).
         """
+        if self._group is not None:
+            self._group.expect("running")
         if not isinstance(last, bool):
             raise TypeError(f"last must be True or False, got {last!r}")
         self._check_not_spent()
@@ -298,6 +325,8 @@ class Sampler:
                 raise
         finally:
             self._abandon_stream()  # only when an error left it open
+        if self._group is not None:  # every rank's statistics
+            result = self._group.merge(result, self._mean, self._m2, self._accept_prob_sum)
         return result  # the run is over: its result survives a further Ctrl-C
 
     def _transitions_to_run(self, num_transitions: int | None, warmup: int) -> int:
@@ -609,7 +638,8 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
            inverse_mass: torch.Tensor | None = None,
            adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-           checkpoint_every: float = 60.0, superchains: int | None = None) -> SampleResult:
+           checkpoint_every: float = 60.0, superchains: int | None = None,
+           process_group=None) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
     inverse mass; not returned) and then `num_samples` HMC transitions on the target (default
     N(mu, I)), and returns the result.
@@ -631,5 +661,6 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
                       inverse_mass=inverse_mass, adapt_windows=adapt_windows, out=out,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      superchains=superchains)
+                      superchains=superchains,
+                      process_group=process_group)
     return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy

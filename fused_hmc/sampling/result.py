@@ -57,6 +57,10 @@ class SampleResult(NamedTuple):
         superchains: K when the chains ran as K superchains (``superchains=K``: chains
             k M .. (k + 1) M - 1, M = chains / K, started from one point each), whose nested R-hat
             :meth:`summary` reports; None otherwise.
+        global_summary: with a ``process_group``, the statistics of every rank's chains (a
+            :class:`fused_hmc.sampling.distributed.GlobalSummary`: merged moments, summed
+            acceptance, the draws of the first global chains for ESS / R-hat), which
+            :meth:`summary` then prints; None otherwise (not saved by :meth:`save`).
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -84,6 +88,7 @@ class SampleResult(NamedTuple):
     warmup: WarmupSettings | None = None
     samples_path: str | None = None
     superchains: int | None = None
+    global_summary: object = None  # a distributed.GlobalSummary
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -189,6 +194,9 @@ class SampleResult(NamedTuple):
         raises KeyboardInterrupt.
         """
         out = file if file is not None else sys.stdout
+        if self.global_summary is not None:  # every rank's chains, not this shard's
+            self.global_summary.print(self, max_dims=max_dims, file=out)
+            return
         chains, dim = self.final_state.shape
         warm = f"{self.num_warmup} warm-up + " if self.num_warmup else ""
         print(f"fused_hmc: {chains} chains x {dim} dims, {warm}{self.num_transitions} transitions, "

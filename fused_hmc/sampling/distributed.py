@@ -1,0 +1,264 @@
+"""Chains over several processes (``process_group=``, a ``torch.distributed`` process group).
+
+Each rank runs its own chains (its ``q0``) and returns its own shard; chain b of rank r is the
+global chain ``offset_r + b`` of the philox stream (offset_r: the chains of lower ranks), so every
+per-chain quantity (draws, final state, acceptance, per-chain warm-up and its adaptation) is bit
+for bit the one a single process running every chain in rank order gives, whatever the rank count.
+
+Collectives, and what each costs:
+
+- construction: an all-reduce of an "ok" flag, then one all-gather of each rank's chain count,
+  dim, dtype and seed (checked equal; ``seed=None``: every rank takes rank 0's draw);
+- the end of every ``run``: the "ok" flag, one all-gather of each rank's moments and acceptance
+  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below).
+
+A rank that raises before one of these points contributes "failed" to its flag, and every other
+rank then raises RuntimeError instead of waiting for it (an error after the constructor's
+collectives and before the run, on one rank only, is caught at the end of that rank's next run;
+one that kills a process ends the others at the process group's timeout).
+
+Global statistics (:class:`GlobalSummary`, ``result.global_summary`` on every rank): the mean and
+variance over every draw of every chain, merged from each rank's Welford statistics with Chan,
+Golub & LeVeque's parallel formula; the acceptance summed over every chain; ESS and R-hat of the
+first global chains within :data:`fused_hmc.diagnostics.SUMMARY_VALUES` (first
+:data:`DIAGNOSTIC_DIMS` dims), the same chains a one-process ``summary()`` examines, their draws
+gathered to every rank (at most that many values; ESS / R-hat are computed when printed).
+
+Not yet (the rest of issue 16): pooled warm-up across ranks (``pooled=True`` is refused: the
+kernel pools over its own chains only), and checkpoints of a distributed run.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+import numpy as np
+import torch
+
+from .. import diagnostics
+
+DIAGNOSTIC_DIMS = 8  # the dims whose ESS / R-hat the global summary holds (summary()'s default)
+
+
+def merge_moments(counts: torch.Tensor, means: torch.Tensor, m2s: torch.Tensor):
+    """(count, mean, M2) of the union of k parts, each given by its count n_i, mean m_i [dim] and
+    sum of squared deviations M2_i [dim] (float64): Chan, Golub & LeVeque (1979)'s update for k
+    parts, N = sum n_i, mean = sum n_i m_i / N, M2 = sum M2_i + sum n_i (m_i - mean)^2.
+    Empty parts (n_i = 0) count for nothing; with N = 0 the mean and M2 are NaN."""
+    counts = counts.to(torch.float64)
+    total = counts.sum()
+    if total == 0:
+        nan = torch.full_like(means[0], float("nan"))
+        return 0, nan, nan.clone()
+    weights = counts[:, None]
+    mean = (weights * means).sum(0) / total
+    m2 = m2s.sum(0) + (weights * (means - mean) ** 2).sum(0)
+    return int(total), mean, m2
+
+
+@dataclass(frozen=True)
+class GlobalSummary:
+    """Statistics of every rank's chains (see the module's docstring).
+
+    chains: all chains; ranks: the process group's size; draws: kept draws of every chain in all;
+    mean, var: [dim] float64 over those draws (var unbiased: M2 / (draws - 1)); accept_count and
+    transitions: summed over every chain; accept_rate = accept_count / transitions;
+    mean_accept_prob: over every transition of every chain; diagnostic_draws: (chains, draws,
+    dims) of the first global chains (None without kept draws, or when the ranks kept different
+    numbers of draws, e.g. one was interrupted).
+    """
+    chains: int
+    ranks: int
+    draws: int
+    mean: np.ndarray
+    var: np.ndarray
+    accept_count: int
+    transitions: int
+    mean_accept_prob: float
+    diagnostic_draws: np.ndarray | None
+
+    @property
+    def accept_rate(self) -> float:
+        return self.accept_count / self.transitions if self.transitions else float("nan")
+
+    def diagnose(self) -> diagnostics.Diagnostics | None:
+        """Bulk / tail ESS and R-hat of diagnostic_draws (None without them)."""
+        if self.diagnostic_draws is None:
+            return None
+        return diagnostics.diagnose(self.diagnostic_draws)
+
+    def print(self, result, max_dims: int = 8, file: TextIO | None = None) -> None:
+        """SampleResult.summary() of a distributed run: every chain's statistics."""
+        out = file if file is not None else sys.stdout
+        local, dim = result.final_state.shape
+        first = result.chain_offset
+        warm = f"{result.num_warmup} warm-up + " if result.num_warmup else ""
+        print(f"fused_hmc: {self.chains} chains on {self.ranks} ranks (this rank: chains {first} "
+              f".. {first + local - 1}) x {dim} dims, {warm}{result.num_transitions} transitions, "
+              f"{result.num_kept} kept (thin {result.thin}), seed {result.seed}"
+              + (" [interrupted]" if result.interrupted else ""), file=out)
+        print(f"acceptance rate {self.accept_rate:.4f} (mean acceptance probability "
+              f"{self.mean_accept_prob:.4f})", file=out, flush=True)
+        if self.draws == 0:
+            print("no draws kept yet", file=out)
+            return
+        sd = np.sqrt(self.var) if self.draws > 1 else np.full_like(self.var, np.nan)
+        diag = self.diagnose() if result.num_kept >= 4 else None
+        print(diagnostics.format_table(self.mean, sd, diag, max_dims=max_dims,
+                                       chains=self.chains, names=result.parameter_names,
+                                       missing="ESS and R-hat need the draws of every rank "
+                                               "(kept, and as many on each)"), file=out)
+
+
+def spreads_errors(method):
+    """Decorates a method of an object whose ``_group`` is a ChainGroup (or None): an error it
+    raises while a collective is pending is contributed to that collective as "failed", so that
+    the other ranks raise too instead of waiting for this one."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            group = getattr(self, "_group", None)
+            if group is not None:
+                try:
+                    group.abort()
+                except Exception:  # noqa: BLE001 - e.g. a rank gone: this rank's error is the one
+                    pass
+            raise
+    return wrapped
+
+
+class ChainGroup:
+    """A process group over which ranks split the chains, and its collective points."""
+
+    def __init__(self, group, stage: str):
+        import torch.distributed as dist
+
+        if not isinstance(group, dist.ProcessGroup):
+            raise TypeError("process_group must be a torch.distributed ProcessGroup (e.g. "
+                            f"torch.distributed.group.WORLD) or None, got {type(group).__name__}")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        # NCCL reduces CUDA tensors only; gloo (and the rest) CPU ones.
+        self._device = (torch.device("cuda", torch.cuda.current_device())
+                        if dist.get_backend(group) == "nccl" else torch.device("cpu"))
+        self._pending: str | None = stage  # the collective point every rank is heading for
+        self.chains = 0  # every rank's chains, once layout() has run
+
+    @staticmethod
+    def check_arguments(chain_offset: int, pooled: bool, checkpoint) -> None:
+        if chain_offset != 0:
+            raise ValueError("chain_offset must be 0 with process_group: each rank's offset is "
+                             "the chains of the lower ranks")
+        if pooled:
+            raise ValueError("pooled=True is not supported with process_group yet: the kernel "
+                             "pools the warm-up over its own rank's chains only (issue 16); "
+                             "use per-chain warm-up (pooled=False)")
+        if checkpoint is not None:
+            raise ValueError("checkpoint= is not supported with process_group yet")
+
+    def expect(self, stage: str) -> None:
+        """Every rank is heading for a collective point now (an error on the way is spread)."""
+        self._pending = stage
+
+    def abort(self) -> None:
+        """This rank failed: the collective point pending, if any, learns so."""
+        if self._pending is not None:
+            stage, self._pending = self._pending, None
+            self._vote(False, stage)
+
+    def _proceed(self) -> None:
+        stage, self._pending = self._pending, None
+        self._vote(True, stage)
+
+    def _vote(self, ok: bool, stage: str) -> None:
+        import torch.distributed as dist
+
+        flag = torch.tensor([int(ok)], dtype=torch.int64, device=self._device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.group)
+        if ok and int(flag.item()) == 0:
+            raise RuntimeError(f"another rank of the process group failed while {stage} (its own "
+                               "error says why); this rank stops too")
+
+    def _all_gather(self, values: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        values = values.to(self._device)
+        parts = [torch.empty_like(values) for _ in range(self.size)]
+        dist.all_gather(parts, values, group=self.group)
+        return torch.stack(parts).cpu()
+
+    def layout(self, q: torch.Tensor, seed: int, seed_given: bool) -> tuple[int, int, int]:
+        """(this rank's chain offset, the seed every rank uses, the chains of every rank)."""
+        self._proceed()
+        key = seed - 2**64 if seed >= 2**63 else seed  # int64
+        dtype = 0 if q.dtype == torch.float32 else 1
+        mine = torch.tensor([q.shape[0], q.shape[1], dtype, int(seed_given), key],
+                            dtype=torch.int64)
+        every = self._all_gather(mine)
+        chains, dims, dtypes, given, keys = every.T.tolist()
+        for name, values in (("dim", dims), ("dtype", dtypes)):
+            if len(set(values)) > 1:
+                raise ValueError(f"the ranks' q0 differ in {name}: one run's chains share it "
+                                 f"(by rank: {values})")
+        if len(set(given)) > 1:
+            raise ValueError("seed is given on some ranks and None on others: give the same seed "
+                             "on every rank, or None on every rank (rank 0 then draws it)")
+        if given[0] and len(set(keys)) > 1:
+            raise ValueError(f"the ranks were given different seeds ({[k % 2**64 for k in keys]}): "
+                             "give every rank the same seed")
+        self.chains = sum(chains)
+        return sum(chains[:self.rank]), keys[0] % 2**64, self.chains
+
+    def merge(self, result, mean: torch.Tensor, m2: torch.Tensor, accept_prob_sum: torch.Tensor,
+              max_values: int | None = diagnostics.SUMMARY_VALUES):
+        """`result` (this rank's shard) with its ``global_summary``; mean, m2: [chains, dim] and
+        accept_prob_sum: [chains], this rank's float64 Welford and acceptance sums."""
+        import torch.distributed as dist
+
+        self._proceed()
+        chains, dim = mean.shape
+        n = result.num_kept
+        _, rank_mean, rank_m2 = merge_moments(torch.full((chains,), n), mean.cpu(), m2.cpu())
+        books = torch.tensor([chains * n, int(result.accept_count.sum()),
+                              chains * result.num_transitions, n,
+                              float(accept_prob_sum.sum())], dtype=torch.float64)
+        every = self._all_gather(torch.cat([books, rank_mean.nan_to_num(), rank_m2.nan_to_num()]))
+        counts, accepted, transitions, kept, prob = every[:, :5].T  # (exact below 2**53)
+        total, grand, grand_m2 = merge_moments(counts, every[:, 5:5 + dim], every[:, 5 + dim:])
+        parts = [None] * self.size
+        dist.all_gather_object(parts, self._diagnostic_draws(result, max_values),
+                               group=self.group)
+        diagnosable = len(set(kept.tolist())) == 1 and all(p is not None for p in parts)
+        transitions = int(transitions.sum())
+        summary = GlobalSummary(
+            chains=self.chains, ranks=self.size, draws=total, mean=grand.numpy(),
+            var=(grand_m2 / (total - 1)).numpy() if total > 1 else np.full(dim, np.nan),
+            accept_count=int(accepted.sum()), transitions=transitions,
+            mean_accept_prob=float(prob.sum()) / transitions if transitions else float("nan"),
+            diagnostic_draws=np.concatenate([p for p in parts if len(p)]) if diagnosable
+            else None)
+        return result._replace(global_summary=summary)
+
+    def _diagnostic_draws(self, result, max_values: int | None) -> np.ndarray | None:
+        """This rank's part of the first global chains that a one-process summary() diagnoses
+        (diagnostics.diagnose with max_dims=DIAGNOSTIC_DIMS and max_values), or None."""
+        if result.num_kept < 4 or (result.samples is None and result.samples_path is None):
+            return None
+        chains, dim = result.final_state.shape
+        dims = min(dim, DIAGNOSTIC_DIMS)
+        wanted = self.chains
+        if max_values is not None:
+            wanted = min(wanted, max(2, max_values // max(1, result.num_kept * dims)))
+        mine = max(0, min(chains, wanted - result.chain_offset))
+        if result.samples is not None:
+            draws = result.samples
+        else:
+            from .storage import posterior_draws
+
+            draws = posterior_draws(result.samples_path, result.num_kept)
+        return diagnostics.as_draws(draws[:mine, :, :dims]) if mine else np.empty((0, 0, dims))

@@ -1,0 +1,66 @@
+"""One rank of tests/unit/test_distributed.py (started by torch.multiprocessing.spawn): runs the
+scenarios on a gloo process group and saves what each rank saw to out_dir/rank<r>.pt."""
+from __future__ import annotations
+
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+import fused_hmc
+
+CHAINS, DIM, SEED = 7, 3, 1234  # 7 global chains: uneven shards on 2 and 3 ranks
+RUN = dict(step_size=0.3, num_leapfrog_steps=4, num_warmup=30, jitter=0.1, progress=False)
+SAMPLES = 20
+
+
+def global_start() -> torch.Tensor:
+    return torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+
+
+def shard(rank: int, world: int) -> slice:
+    """Rank r's rows of the global chains (uneven: the first ranks get the fewer)."""
+    bounds = [CHAINS * r // world for r in range(world + 1)]
+    return slice(bounds[rank], bounds[rank + 1])
+
+
+def _outcome(call) -> dict:
+    start = time.monotonic()
+    try:
+        call()
+        return {"error": None, "seconds": time.monotonic() - start}
+    except Exception as exc:  # noqa: BLE001 - the test looks at which error each rank raised
+        return {"error": type(exc).__name__, "message": str(exc),
+                "seconds": time.monotonic() - start}
+
+
+def main(rank: int, world: int, rendezvous: str, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=30))
+    group = dist.group.WORLD
+    q0 = global_start()[shard(rank, world)]
+    saved = {}
+    res = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, **RUN)
+    saved["result"] = {name: getattr(res, name) for name in (
+        "samples", "final_state", "accept_count", "step_size", "inverse_mass", "chain_offset",
+        "seed", "mean", "var")}
+    saved["global"] = res.global_summary
+    torch.manual_seed(100 + rank)  # seed=None: each rank would draw another; rank 0's is taken
+    saved["drawn_seed"] = fused_hmc.Sampler(q0, process_group=group, progress=False).seed
+    saved["pooled"] = _outcome(lambda: fused_hmc.Sampler(q0, pooled=True, num_warmup=10,
+                                                         process_group=group))
+    saved["seed_mismatch"] = _outcome(lambda: fused_hmc.Sampler(q0, seed=rank,
+                                                                process_group=group))
+    bad_dim = q0 if rank != 1 else torch.zeros(len(q0), DIM + 1, dtype=q0.dtype)
+    saved["wrong_dim"] = _outcome(lambda: fused_hmc.Sampler(bad_dim, seed=SEED,
+                                                            process_group=group))
+    bad_start = q0 if rank != 1 else torch.full_like(q0, float("nan"))
+    saved["nan_start"] = _outcome(lambda: fused_hmc.Sampler(bad_start, seed=SEED,
+                                                            process_group=group))
+    sampler = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False)
+    saved["bad_run"] = _outcome(lambda: sampler.run(0 if rank == 1 else 5))
+    torch.save(saved, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()

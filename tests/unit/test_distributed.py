@@ -1,0 +1,156 @@
+"""Chains over several processes (process_group=, fused_hmc.sampling.distributed) on CPU with gloo.
+
+Each rank runs its shard of 7 global chains (uneven on 2 and 3 ranks) in a spawned process
+(tests/unit/_distributed_worker.py); every rank's shard must be bit for bit the rows of a
+one-process run of all 7 chains (per-chain warm-up with jitter: the philox stream is keyed by the
+global chain id, and per-chain adaptation reads its own chain only), and the global summary must
+match the one-process statistics. The bad-input scenarios must end every rank with an error, fast.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+from hypothesis import given, settings, strategies as st
+
+import fused_hmc
+from fused_hmc import diagnostics
+from fused_hmc.sampling.distributed import merge_moments
+
+from . import _distributed_worker as worker
+
+EPS = np.finfo(np.float64).eps
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=5), st.integers(0, 2**32 - 1))
+@settings(max_examples=30, deadline=None)
+def test_merge_moments_is_the_moments_of_the_union(sizes, seed):
+    """Chan et al.'s k-part merge of (n, mean, M2) against numpy on the concatenated values."""
+    rng = np.random.default_rng(seed)
+    parts = [rng.normal(3.0, 2.0, size=(n, 2)) for n in sizes]
+    counts = torch.tensor(sizes)
+    means = torch.tensor(np.stack([p.mean(0) if len(p) else np.zeros(2) for p in parts]))
+    m2s = torch.tensor(np.stack([((p - p.mean(0)) ** 2).sum(0) if len(p) else np.zeros(2)
+                                 for p in parts]))
+    total, mean, m2 = merge_moments(counts, means, m2s)
+    values = np.concatenate(parts)
+    assert total == len(values)
+    if not len(values):
+        assert torch.isnan(mean).all() and torch.isnan(m2).all()
+        return
+    # float64 sums of <= 30 values of size ~10: a few hundred eps of the values' squares.
+    scale = (values ** 2).max()
+    np.testing.assert_allclose(mean.numpy(), values.mean(0), rtol=0, atol=64 * len(values) * EPS
+                               * np.abs(values).max())
+    np.testing.assert_allclose(m2.numpy(), ((values - values.mean(0)) ** 2).sum(0), rtol=0,
+                               atol=64 * len(values) * EPS * scale)
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    return fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED, **worker.RUN)
+
+
+def _spawn(world: int, tmp_path: Path) -> list[dict]:
+    mp.spawn(worker.main, args=(world, str(tmp_path / "rendezvous"), str(tmp_path)),
+             nprocs=world)
+    return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(world)]
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def ranks(request, tmp_path_factory):
+    return _spawn(request.param, tmp_path_factory.mktemp(f"ranks{request.param}"))
+
+
+def test_shards_are_the_one_process_run_bit_for_bit(ranks, one_process):
+    world = len(ranks)
+    for name in ("samples", "final_state", "accept_count", "step_size", "inverse_mass", "mean",
+                 "var"):
+        joined = torch.cat([r["result"][name] for r in ranks])
+        assert torch.equal(joined, getattr(one_process, name)), name
+    assert [r["result"]["chain_offset"] for r in ranks] == [
+        worker.shard(k, world).start for k in range(world)]
+    assert {r["result"]["seed"] for r in ranks} == {worker.SEED}
+
+
+def test_global_summary_is_the_one_process_statistics(ranks, one_process):
+    draws = one_process.samples.double().reshape(-1, worker.DIM).numpy()
+    n = len(draws)  # float64 Welford and merge over n values: a few n eps of the squares
+    atol = 64 * n * EPS * (draws ** 2).max()
+    for r in ranks:
+        g = r["global"]
+        assert (g.chains, g.ranks, g.draws) == (worker.CHAINS, len(ranks), n)
+        np.testing.assert_allclose(g.mean, draws.mean(0), rtol=0, atol=atol)
+        np.testing.assert_allclose(g.var, draws.var(0, ddof=1), rtol=0, atol=atol)
+        assert g.accept_count == int(one_process.accept_count.sum())
+        assert g.transitions == worker.CHAINS * worker.SAMPLES
+        np.testing.assert_allclose(g.mean_accept_prob,
+                                   one_process.mean_accept_prob.mean().item(), rtol=1e-12)
+        # The very chains and draws a one-process summary() diagnoses, so the same ESS / R-hat.
+        mine, theirs = g.diagnose(), diagnostics.diagnose(
+            one_process.samples, max_dims=8, max_values=diagnostics.SUMMARY_VALUES)
+        assert mine.chains == theirs.chains == worker.CHAINS
+        for field in ("ess_bulk", "ess_tail", "r_hat"):
+            assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
+
+
+def test_seed_none_takes_rank_0s_draw(ranks):
+    assert len({r["drawn_seed"] for r in ranks}) == 1
+
+
+@pytest.mark.parametrize("scenario, error", [("pooled", "pooled=True"),
+                                             ("seed_mismatch", "different seeds"),
+                                             ("wrong_dim", "differ in dim")])
+def test_refused_on_every_rank(ranks, scenario, error):
+    for r in ranks:
+        assert r[scenario]["error"] == "ValueError" and error in r[scenario]["message"]
+
+
+@pytest.mark.parametrize("scenario, own_error", [("nan_start", "non-finite"),
+                                                 ("bad_run", "num_transitions")])
+def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
+    """Rank 1 fails (a NaN start; run(0)): it raises its error, every other rank RuntimeError,
+    at once (the process group's timeout is 30 s)."""
+    for k, r in enumerate(ranks):
+        outcome = r[scenario]
+        if k == 1:
+            assert outcome["error"] == "ValueError" and own_error in outcome["message"]
+        else:
+            assert outcome["error"] == "RuntimeError" and "another rank" in outcome["message"]
+        assert outcome["seconds"] < 10
+
+
+def test_one_rank_is_the_one_process_run_and_chain_offset_is_refused(tmp_path, one_process):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
+                            world_size=1, timeout=datetime.timedelta(seconds=30))
+    try:
+        alone = fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
+                                 process_group=dist.group.WORLD, **worker.RUN)
+        assert torch.equal(alone.samples, one_process.samples)
+        assert alone.global_summary.chains == worker.CHAINS and one_process.global_summary is None
+        with pytest.raises(ValueError, match="chain_offset must be 0 with process_group"):
+            fused_hmc.Sampler(torch.zeros(2, 2), chain_offset=3, process_group=dist.group.WORLD)
+        with pytest.raises(TypeError, match="process_group must be a torch.distributed"):
+            fused_hmc.Sampler(torch.zeros(2, 2), process_group="world")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_torchrun_cli_reports_every_ranks_chains_once():
+    torchrun = Path(sys.executable).parent / "torchrun"
+    done = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "fused_hmc", "sample",
+         "--device", "cpu", "--chains", "4", "--dim", "3", "--samples", "20", "--no-progress"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("fused_hmc: 8 chains on 2 ranks") == 1, done.stdout
+    assert "r_hat" in done.stdout or "R-hat" in done.stdout, done.stdout
