@@ -36,12 +36,12 @@ def _outcome(call) -> dict:
                 "seconds": time.monotonic() - start}
 
 
-def main(rank: int, world: int, rendezvous: str, out_dir: str) -> None:
+def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cpu") -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=30))
     group = dist.group.WORLD
-    q0 = global_start()[shard(rank, world)]
+    q0 = global_start()[shard(rank, world)].to(device)  # on CUDA: ranks sharing one GPU
     saved = {}
     res = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, **RUN)
     saved["result"] = {name: getattr(res, name) for name in (

@@ -58,8 +58,8 @@ def one_process():
     return fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED, **worker.RUN)
 
 
-def _spawn(world: int, tmp_path: Path) -> list[dict]:
-    mp.spawn(worker.main, args=(world, str(tmp_path / "rendezvous"), str(tmp_path)),
+def _spawn(world: int, tmp_path: Path, device: str = "cpu") -> list[dict]:
+    mp.spawn(worker.main, args=(world, str(tmp_path / "rendezvous"), str(tmp_path), device),
              nprocs=world)
     return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
@@ -99,6 +99,17 @@ def test_global_summary_is_the_one_process_statistics(ranks, one_process):
         assert mine.chains == theirs.chains == worker.CHAINS
         for field in ("ess_bulk", "ess_tail", "r_hat"):
             assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
+
+
+@pytest.mark.cuda
+def test_two_ranks_sharing_one_gpu_are_the_one_process_run(tmp_path):
+    """Issue 16's single-GPU check: 2 gloo ranks with CUDA chains on the one GPU."""
+    one = fused_hmc.sample(worker.global_start().cuda(), worker.SAMPLES, seed=worker.SEED,
+                           **worker.RUN)
+    ranks = _spawn(2, tmp_path, "cuda")
+    for name in ("samples", "final_state", "accept_count", "step_size", "inverse_mass"):
+        assert torch.equal(torch.cat([r["result"][name] for r in ranks]), getattr(one, name))
+    assert ranks[0]["global"].accept_count == int(one.accept_count.sum())
 
 
 def test_seed_none_takes_rank_0s_draw(ranks):
