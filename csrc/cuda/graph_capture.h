@@ -1,9 +1,8 @@
 // Host side (g++): which CUDA ops may be captured in a CUDA graph.
 //
 // A captured launch replays its arguments as they were at capture. Ops keyed by an explicit seed
-// (hmc_step / hmc_step_traced with seed=, run_chains, run_chains_tuned, warmup_chains) take their
-// transition indices as host integers, so every replay would redraw the same momenta and uniforms:
-// not a Markov chain. They refuse capture. Generator-seeded modes (noise="philox" without seed=, and
+// (transition with seed=, and run) take their transition indices as host integers, so every
+// replay would redraw the same momenta and uniforms: not a Markov chain. They refuse capture. Generator-seeded modes (noise="philox" without seed=, and
 // noise="torch") read the generator's seed and offset through philox_cuda_state, which a replay
 // refills and advances, so they are replay-safe.
 #pragma once
