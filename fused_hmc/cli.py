@@ -187,7 +187,6 @@ def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     from .sampling import Sampler
 
     chains, draws, _ = window
-    settings = dict(settings, superchains=None)  # q0 already holds the superchains' starts
     if res.samples is not None:
         return res.samples[:chains, :draws]
     if res.samples_path is not None:  # streamed: read those draws from the store
@@ -197,6 +196,7 @@ def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     first = res.next_transition - res.num_transitions  # the first sampling transition
     thin = res.thin
     transitions = thin * (first // thin + draws) - first  # the fewest that keep `draws`
+    settings = dict(settings, superchains=None)  # q0 already holds the superchains' starts
     sub = Sampler(q0[:chains], keep_samples=True, progress=False, **settings).run(transitions)
     return sub.samples
 
