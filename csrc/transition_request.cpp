@@ -132,38 +132,4 @@ void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* na
                    "pass a tensor of its own, e.g. ", name, ".clone(), not an offset view");
 }
 
-void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
-                             int64_t num_leapfrog_steps, int64_t chain_offset,
-                             int64_t first_transition, int64_t num_transitions, int64_t thin,
-                             const at::Tensor& samples, const at::Tensor& mean,
-                             const at::Tensor& m2, const at::Tensor& accept_count,
-                             const at::Tensor& accept_prob_sum, int64_t kept_before) {
-  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  FHMC_CHECK_VALUE(q.is_contiguous(), "q (the chain state, updated in place) must be contiguous");
-  FHMC_CHECK_VALUE(chain_offset >= 0, "chain_offset must be >= 0, got ", chain_offset);
-  FHMC_CHECK_VALUE(first_transition >= 0, "first_transition must be >= 0, got ",
-                    first_transition);
-  FHMC_CHECK_VALUE(num_transitions >= 0, "num_transitions must be >= 0, got ", num_transitions);
-  FHMC_CHECK_VALUE(num_transitions <= std::numeric_limits<int64_t>::max() - first_transition,
-                    "first_transition + num_transitions overflows int64");
-  FHMC_CHECK_VALUE(thin >= 1, "thin must be >= 1, got ", thin);
-  FHMC_CHECK_VALUE(kept_before >= 0, "kept_before must be >= 0, got ", kept_before);
-  const int64_t batch = q.size(0), dim = q.size(1);
-  const int64_t kept = (first_transition + num_transitions) / thin - first_transition / thin;
-  if (samples.numel() > 0) {
-    FHMC_CHECK_VALUE(samples.dim() == 3 && samples.size(0) == batch && samples.size(1) == kept &&
-                          samples.size(2) == dim,
-                      "samples must be empty or have shape [", batch, ", ", kept, ", ", dim,
-                      "] (chains, draws kept by this call, dim), got ", samples.sizes());
-    FHMC_CHECK_TYPE(samples.scalar_type() == q.scalar_type(), "samples must have q's dtype ",
-                     q.scalar_type(), ", got ", samples.scalar_type());
-    FHMC_CHECK_VALUE(samples.device() == q.device(), "samples must be on q's device ",
-                      q.device(), ", got ", samples.device());
-  }
-  check_chain_buffer(q, mean, "mean", {batch, dim}, at::kDouble, true);
-  check_chain_buffer(q, m2, "m2", {batch, dim}, at::kDouble, true);
-  check_chain_buffer(q, accept_count, "accept_count", {batch}, at::kLong);
-  check_chain_buffer(q, accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
-}
-
 }  // namespace fused_hmc

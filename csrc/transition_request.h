@@ -61,17 +61,4 @@ void check_batch_launchable(const at::Tensor& q);
 void check_chain_buffer(const at::Tensor& q, const at::Tensor& t, const char* name,
                         at::IntArrayRef shape, at::ScalarType dtype, bool vector_rows = false);
 
-// run_chains: q [B, d] contiguous float32/float64 (the chain state, updated in place) and mu as in
-// check_transition_inputs; chain_offset, first_transition, kept_before >= 0; num_transitions >= 0;
-// thin >= 1; samples empty (draws not stored) or [B, K, d] of q's dtype, any strides, with K the
-// number of draws this call keeps; mean, m2 [B, d] float64 contiguous; accept_count [B] int64 and
-// accept_prob_sum [B] float64 contiguous; all on q's device. Raises ValueError/TypeError naming the
-// argument.
-void check_run_chains_inputs(const at::Tensor& q, const at::Tensor& mu, double step_size,
-                             int64_t num_leapfrog_steps, int64_t chain_offset,
-                             int64_t first_transition, int64_t num_transitions, int64_t thin,
-                             const at::Tensor& samples, const at::Tensor& mean,
-                             const at::Tensor& m2, const at::Tensor& accept_count,
-                             const at::Tensor& accept_prob_sum, int64_t kept_before);
-
 }  // namespace fused_hmc

@@ -180,8 +180,8 @@ class CppTarget:
     def op_scalars(self) -> list[float]:
         """The run op's target_scalars: the float data, then the int data (exact as doubles up to
         2^53, which the constructor checks)."""
-        _, floats, ints = self.data_arguments(torch.float64, torch.device("cpu"))
-        return [float(v) for v in floats] + [float(v) for v in ints]
+        kinds = [f for kind in ("float", "int") for f in self._fields if f.kind == kind]
+        return [float(self.data[f.name]) for f in kinds]
 
     def _positions(self, x, name: str = "x") -> torch.Tensor:
         if not isinstance(x, torch.Tensor):

@@ -33,7 +33,7 @@ struct GroupSeat {
   }
 };
 
-// The block's dynamic shared memory, which the tuned kernels size with dense_shared_bytes (plus
+// The block's dynamic shared memory, which the chain kernels size with target_shared_bytes (plus
 // their own arrays).
 template <typename scalar_t>
 __device__ __forceinline__ scalar_t* tuned_shared_memory() {

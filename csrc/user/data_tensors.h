@@ -1,5 +1,7 @@
-// What the generated make_data (fused_hmc/cpp_target.py) checks before it takes a data tensor's
-// pointer: the Python side already converted the tensor, so a failure here is a bug there, named.
+// The evaluation module's data: the tensors and scalars fused_hmc/cpp_data.to_arguments passes,
+// checked against the generated field table and turned into the run op's TargetTensors views, so
+// the generated data_from_views is the one place Data is filled. The Python side already converted
+// every tensor, so a failure here is a bug there, named.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,6 +10,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "math/target.h"
 
 namespace fused_hmc_user_eval {
 
@@ -34,6 +38,33 @@ inline void check_data_counts(const std::vector<at::Tensor>& tensors,
               "CppTarget data: this module takes ", num_tensors, " tensors, ", num_floats,
               " floats and ", num_ints, " ints, got ", tensors.size(), ", ", floats.size(),
               " and ", ints.size());
+}
+
+// Data from the module's arguments (ints are exact as doubles: CppTarget refuses beyond 2^53).
+inline fused_hmc_user::Data make_data(const std::vector<at::Tensor>& tensors,
+                                      const std::vector<double>& floats,
+                                      const std::vector<int64_t>& ints, const at::Device& device) {
+  using fused_hmc_user::kDataFloats;
+  using fused_hmc_user::kDataInts;
+  using fused_hmc_user::kDataTensors;
+  check_data_counts(tensors, floats, ints, kDataTensors, kDataFloats, kDataInts);
+  fused_hmc::TargetTensors views{};
+  views.count = kDataTensors;
+  for (int i = 0; i < kDataTensors; ++i) {
+    const auto& spec = fused_hmc_user::kDataTensorSpecs[i];
+    const at::Tensor& t = tensors[i];
+    views.data[i] = spec.integer ? static_cast<const void*>(data_tensor_pointer<int64_t>(
+                                       t, spec.name, spec.rank, device))
+                                 : static_cast<const void*>(data_tensor_pointer<
+                                       fused_hmc_user::Scalar>(t, spec.name, spec.rank, device));
+    views.numel[i] = t.numel();
+    views.rank[i] = static_cast<int>(t.dim());
+    for (int k = 0; k < t.dim(); ++k) views.shape[i][k] = t.size(k);
+  }
+  views.scalar_count = kDataFloats + kDataInts;
+  for (int i = 0; i < kDataFloats; ++i) views.scalars[i] = floats[i];
+  for (int i = 0; i < kDataInts; ++i) views.scalars[kDataFloats + i] = static_cast<double>(ints[i]);
+  return fused_hmc_user::data_from_views(views);
 }
 
 }  // namespace fused_hmc_user_eval

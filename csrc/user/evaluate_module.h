@@ -1,6 +1,6 @@
 // The Python entry points of a CppTarget module: log p and its gradient for rows of positions, on
 // the CPU (a parallel loop) and on CUDA (evaluate_cuda.cuh). Included by the generated module TU
-// after the model header and the generated fused_hmc_user::make_data; its PYBIND11_MODULE calls
+// after the model header (its data through data_tensors.h's make_data); its PYBIND11_MODULE calls
 // register_evaluate(m).
 #pragma once
 
@@ -61,7 +61,7 @@ std::tuple<at::Tensor, at::Tensor> evaluate(const at::Tensor& x,
                                             const std::vector<double>& floats,
                                             const std::vector<int64_t>& ints) {
   check_positions(x);
-  const Target target{fused_hmc_user::make_data(tensors, floats, ints, x.device())};
+  const Target target{make_data(tensors, floats, ints, x.device())};
   const int64_t n = x.size(0);
   at::Tensor value = at::empty({n}, x.options());
   at::Tensor grad = Q == Quantity::kValue ? at::Tensor() : at::empty_like(x);
