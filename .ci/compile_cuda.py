@@ -202,7 +202,8 @@ def main() -> int:
                         help="compile only these CUDA sources (default: every one)")
     parser.add_argument("--force", action="store_true",
                         help="recompile every source (default: reuse unchanged ones' output)")
-    parser.add_argument("--jobs", type=int, default=2, help="parallel compiles (default 2)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
+                        help="parallel compiles (default: the CPU count)")
     parser.add_argument("--allowlist", type=Path, default=ROOT / ".ci" / "cuda_spill_allowlist.txt")
     parser.add_argument("--report", type=Path, default=None,
                         help="also write the table here (default: BUILD_DIR/ptxas_report.txt)")

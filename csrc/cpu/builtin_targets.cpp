@@ -1,7 +1,5 @@
 // The built-in targets' CPU launchers (csrc/targets.def), registered at load.
-#include "../math/targets/dense_gaussian.h"
-#include "../math/targets/diagonal_gaussian.h"
-#include "../math/targets/standard_gaussian.h"
+#include "../math/targets/builtin.h"
 #include "../ops/target_registry.h"
 #include "chains_cpu.h"
 

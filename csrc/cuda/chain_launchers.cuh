@@ -1,13 +1,10 @@
-// The type-erased CUDA launchers of a target's registry entry (ops/target_registry.h), over the
-// chain kernels: a library instantiates them for its targets (builtin_targets.cu; users' modules).
+// The definitions of chain_launchers.h's launchers, over the chain kernels.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include "../math/chain_params.h"
-#include "../math/target.h"
-#include "../ops/target_registry.h"
 #include "chain_kernels.cuh"
+#include "chain_launchers.h"
 #include "pooled_warmup.cuh"
 
 namespace fused_hmc {
@@ -31,13 +28,6 @@ int warmup_cuda(const TargetTensors& tensors, const WarmupParams<typename Target
 template <class Target>
 int64_t cuda_pooled_tiles(int64_t batch, int64_t dim) {
   return pooled_warmup_tiles<Target>(batch, dim);
-}
-
-template <class Target>
-void set_cuda_launchers(ChainLaunchers<typename Target::Scalar>& l) {
-  l.sample_cuda = &sample_cuda<Target>;
-  l.warmup_cuda = &warmup_cuda<Target>;
-  l.cuda_pooled_tiles = &cuda_pooled_tiles<Target>;
 }
 
 }  // namespace fused_hmc

@@ -1,9 +1,8 @@
-// The built-in targets' CUDA launchers (csrc/targets.def), registered at load.
-#include "../math/targets/dense_gaussian.h"
-#include "../math/targets/diagonal_gaussian.h"
-#include "../math/targets/standard_gaussian.h"
+// Registers the built-in targets' CUDA launchers (csrc/targets.def) at load; builtin_*.cu
+// instantiate them.
+#include "../math/targets/builtin.h"
 #include "../ops/target_registry.h"
-#include "chain_launchers.cuh"
+#include "chain_launchers.h"
 
 namespace fused_hmc {
 namespace {

@@ -1,0 +1,78 @@
+"""One launch of each of issue 13's chain-kernel workloads, bracketed by the CUDA profiler's
+start/stop so that Nsight Compute profiles exactly those launches (a warm-up call of each comes
+first, outside the bracket). Run it under ncu; benchmarks/profile_chain_kernels.sh does, and turns
+the report into instructions per warp per transition.
+
+Usage: ncu --profile-from-start off ... python benchmarks/profile_case.py [--cases a,b,...]
+Cases: run_2048x64_f32 run_2048x64_f64 run_1Mx64_f32 run_1Mx64_f64 run_2048x1024_f32
+       run_2048x1024_thin8_f32 step_1Mx64_f32 step_1Mx64_f64 (the transition op).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fused_hmc import _build, ops  # noqa: E402
+
+L, EPS, SEED = 10, 0.1, 7
+# name: (kind, chains, dim, transitions, thin, dtype)
+CASES = {
+    "run_2048x64_f32": ("run", 2048, 64, 1000, 1, torch.float32),
+    "run_2048x64_f64": ("run", 2048, 64, 1000, 1, torch.float64),
+    "run_1Mx64_f32": ("run", 1 << 20, 64, 20, 1, torch.float32),
+    "run_1Mx64_f64": ("run", 1 << 20, 64, 20, 1, torch.float64),
+    "run_2048x1024_f32": ("run", 2048, 1024, 200, 1, torch.float32),
+    "run_2048x1024_thin8_f32": ("run", 2048, 1024, 200, 8, torch.float32),
+    "step_1Mx64_f32": ("step", 1 << 20, 64, 1, 1, torch.float32),
+    "step_1Mx64_f64": ("step", 1 << 20, 64, 1, 1, torch.float64),
+}
+
+
+def call_of(kind, chains, dim, transitions, thin, dtype):
+    dev = torch.device("cuda")
+    q = torch.randn(chains, dim, device=dev, dtype=dtype)
+    mu = torch.zeros(dim, device=dev, dtype=dtype)
+    if kind == "step":
+        b = _build.bindings()
+        return lambda: b.transition(q, mu, EPS, L, "philox", None, SEED, 0, None, None, False)
+    f64 = dict(dtype=torch.float64, device=dev)
+    mean, m2 = torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64)
+    count = torch.zeros(chains, dtype=torch.int64, device=dev)
+    prob = torch.zeros(chains, **f64)
+    step = torch.full((1,), EPS, **f64)
+    unit_mass = q.new_empty(0)
+    return lambda: ops.run(q, "standard", [mu], [], step, unit_mass, 0.0, L, SEED, 0, 0,
+                           transitions, thin=thin, mean=mean, m2=m2, accept_count=count,
+                           accept_prob_sum=prob)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--manifest", help="write the cases' order and shapes here (JSON)")
+    args = parser.parse_args()
+    names = args.cases.split(",")
+    manifest = []
+    for name in names:
+        kind, chains, dim, transitions, thin, dtype = CASES[name]
+        call = call_of(*CASES[name])
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        manifest.append({"case": name, "chains": chains, "dim": dim, "transitions": transitions,
+                         "thin": thin})
+        print(f"profiled {name}", flush=True)
+    if args.manifest:
+        Path(args.manifest).write_text(json.dumps(manifest, indent=1))
+
+
+if __name__ == "__main__":
+    main()

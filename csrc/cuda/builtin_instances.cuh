@@ -1,0 +1,28 @@
+// Explicit instantiations of the built-in targets' CUDA launchers (csrc/targets.def) for one
+// scalar (FHMC_SCALAR) and one kernel family (FHMC_SAMPLING or FHMC_WARMUP), chosen by the
+// including builtin_*.cu: the kernels are spread over four translation units so that the build
+// compiles them in parallel (as one unit they took 5 minutes of one core);
+// register_builtin_targets.cpp registers them.
+#pragma once
+
+#include "../math/targets/builtin.h"
+#include "chain_launchers.cuh"
+
+namespace fused_hmc {
+
+#if defined(FHMC_SAMPLING)
+#define FHMC_TARGET(T)                                                                  \
+  template int sample_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \
+                                           const SamplingParams<FHMC_SCALAR>&, void*);
+#elif defined(FHMC_WARMUP)
+#define FHMC_TARGET(T)                                                                  \
+  template int warmup_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \
+                                           const WarmupParams<FHMC_SCALAR>&, void*);    \
+  template int64_t cuda_pooled_tiles<T<FHMC_SCALAR>>(int64_t, int64_t);
+#else
+#error "define FHMC_SAMPLING or FHMC_WARMUP before including builtin_instances.cuh"
+#endif
+#include "../targets.def"
+#undef FHMC_TARGET
+
+}  // namespace fused_hmc
