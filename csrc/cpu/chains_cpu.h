@@ -49,13 +49,11 @@ inline int64_t grain(int64_t num_transitions) {
   return std::max<int64_t>(1, 16 / std::max<int64_t>(1, num_transitions));
 }
 
-// After transition t of chain b: when t is kept, stores the state q [dim] as this call's kept draw
-// k = kept_before(t) - first_kept and folds it into mean/m2 [dim] with count kept_before + k + 1.
+// Stores chain b's state q [dim] as this call's kept draw k (KeepClock::kept_index) and folds it
+// into mean/m2 [dim] with count kept_before + k + 1.
 template <typename scalar_t>
-void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t t, int64_t first_kept,
-               const scalar_t* q, int64_t dim, double* mean, double* m2) {
-  if (!is_kept(t, out.thin)) return;
-  const int64_t k = kept_before(t, out.thin) - first_kept;
+void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t k, const scalar_t* q,
+               int64_t dim, double* mean, double* m2) {
   const DrawSink<scalar_t>& sink = out.sink;
   if (sink.samples != nullptr) {
     scalar_t* row = sink.samples + b * sink.chain_stride + k * sink.draw_stride;
@@ -68,7 +66,6 @@ void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t t, int64_t fi
 template <class Target, typename scalar_t = typename Target::Scalar>
 void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const ChainBatch<scalar_t>& c = p.chains;
-  const int64_t first_kept = kept_before(c.first_transition, p.out.thin);
   const int64_t end_transition = c.first_transition + c.num_transitions;
   // A unit mass (null inv_mass) as ones: multiplying by 1 changes no bit.
   const std::vector<scalar_t> ones(c.inv_mass == nullptr ? c.dim : 0, scalar_t(1));
@@ -85,13 +82,14 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       double* m2 = p.out.m2 + b * c.dim;
       int64_t accept_count = p.out.accept_count[b];
       double accept_prob_sum = p.out.accept_prob_sum[b];
+      KeepClock clock(c.first_transition, p.out.thin);
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
                                                c.dim, q, mass, c.step_size[g], c.jitter,
                                                c.num_steps, arrays.scratch());
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
-        keep_draw(p.out, b, t, first_kept, q, c.dim, mean, m2);
+        if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
       }
       p.out.accept_count[b] = accept_count;
       p.out.accept_prob_sum[b] = accept_prob_sum;

@@ -50,27 +50,34 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
   }
   int64_t accept_count = 0;
-  double accept_prob_sum = seat.lane == 0 && seat.live ? p.out.accept_prob_sum[chain] : 0.0;
-  const int64_t first_kept = kept_before(c.first_transition, p.out.thin);
+  AcceptProbabilitySum<GROUP, scalar_t> accept_prob_sum(
+      seat.lane == 0 && seat.live ? p.out.accept_prob_sum[chain] : 0.0);
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
+  UniformsAhead<GROUP> uniforms;
+  KeepClock clock(c.first_transition, p.out.thin);
+  const bool jittered = c.jitter != 0.0;
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
         c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
-        step_size, c.jitter, c.num_steps, x_shared);
+        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered), step_size,
+        c.jitter, c.num_steps, x_shared);
+    const bool kept = clock.advance();
+    accept_prob_sum.add(decision.log_alpha);
     if (!seat.live) continue;
     accept_count += decision.accepted ? 1 : 0;
-    accept_prob_sum += static_cast<double>(decision.accept_prob);
-    if (!kMomentsInRegisters && is_kept(t, p.out.thin)) {
+    if (!kept) continue;
+    if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
-    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, t, first_kept, seat.lane, c.dim, q, mean,
-                                             m2);
-    if (!kMomentsInRegisters && is_kept(t, p.out.thin)) {
+    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, clock.kept_index(), seat.lane, c.dim, q,
+                                             mean, m2);
+    if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
   }
 
+  const double accept_prob_total = accept_prob_sum.total();
   if (!seat.live) return;
   store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
   if (kMomentsInRegisters) {
@@ -78,7 +85,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
   if (seat.lane == 0) {
     p.out.accept_count[chain] += accept_count;
-    p.out.accept_prob_sum[chain] = accept_prob_sum;
+    p.out.accept_prob_sum[chain] = accept_prob_total;
   }
 }
 
@@ -109,12 +116,15 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   double step_size = c.step_size[row];
   DualAveraging averaging = owner ? p.dual_averaging[chain] : DualAveraging{0.0, 0.0, 0.0};
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
+  UniformsAhead<GROUP> uniforms;
+  const bool jittered = c.jitter != 0.0;
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     step_size = group_broadcast<GROUP>(step_size);
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
         c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
-        step_size, c.jitter, c.num_steps, x_shared);
+        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered), step_size,
+        c.jitter, c.num_steps, x_shared);
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
     const SlowWindow window = slow_window_of(p.windows, i);
@@ -132,7 +142,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     }
     if (p.adapt_step_size && owner) {
       const int64_t n = i - dual_averaging_start(p.windows, i, p.adapt_mass_matrix) + 1;
-      step_size = dual_averaging_update(averaging, n, static_cast<double>(decision.accept_prob),
+      step_size = dual_averaging_update(averaging, n, static_cast<double>(decision.accept_prob()),
                                         p.target_accept, step_size);
       if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
     }

@@ -32,16 +32,14 @@ __device__ __forceinline__ void transfer_moments(double* mean_rows, double* m2_r
   }
 }
 
-// After transition t of a live chain in state q: when t is kept, stores q as this call's draw k
-// and folds it into (mean, m2) with count kept_before + k + 1.
+// Stores a live chain's state q as this call's kept draw k (KeepClock::kept_index) and folds it
+// into (mean, m2) with count kept_before + k + 1.
 template <typename scalar_t, int GROUP, int CHUNKS>
 __device__ __forceinline__ void keep_group_draw(const RunOutputs<scalar_t>& out, int64_t chain,
-                                                int64_t t, int64_t first_kept, int lane,
-                                                int64_t dim, const scalar_t (&q)[CHUNKS][4],
+                                                int64_t k, int lane, int64_t dim,
+                                                const scalar_t (&q)[CHUNKS][4],
                                                 double (&mean)[CHUNKS][4],
                                                 double (&m2)[CHUNKS][4]) {
-  if (!is_kept(t, out.thin)) return;
-  const int64_t k = kept_before(t, out.thin) - first_kept;
   const double inv_count = 1.0 / static_cast<double>(out.kept_before + k + 1);
   const DrawSink<scalar_t>& sink = out.sink;
 #pragma unroll

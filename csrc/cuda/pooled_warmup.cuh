@@ -109,12 +109,15 @@ class PooledWarmup {
       load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0), q);
       CoordinateCoefficients<Target, CHUNKS> coefficients;
       coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
+      const auto chain = static_cast<uint64_t>(c_.chain_offset + at.chain);
+      // A tile's chains change from one transition to the next: the uniforms are formed in place.
       const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-          c_.stream, static_cast<uint64_t>(c_.chain_offset + at.chain), static_cast<uint64_t>(t),
-          at.seat, target_, q, coefficients, step_size, c_.jitter, c_.num_steps, x_shared_);
+          c_.stream, chain, static_cast<uint64_t>(t), at.seat, target_, q, coefficients,
+          transition_uniforms(c_.stream, chain, static_cast<uint64_t>(t)), step_size, c_.jitter,
+          c_.num_steps, x_shared_);
       if (at.seat.lane == 0) {
         chain_accept[threadIdx.x / GROUP] =
-            at.seat.live ? static_cast<double>(decision.accept_prob) : 0.0;
+            at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
       }
       if (at.seat.live && decision.accepted) {
         store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q);

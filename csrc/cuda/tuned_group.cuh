@@ -205,26 +205,104 @@ __device__ __forceinline__ void load_shift(const Target& target, int64_t j0, int
   }
 }
 
+// A chain's TransitionUniforms (math/transition.h) formed ahead: lane i of every window of
+// kDepth = min(GROUP, 32) lanes forms transition t0 + i's, and each transition every lane of the
+// group reads its own by a shuffle. So the Philox block and the float64 log that one lane formed
+// every transition (while the warp's other lanes waited) are formed once per kDepth transitions;
+// the words and operations are the same, and so are the bits. Groups above a warp form them in
+// each warp (no cross-warp exchange). Call next() with consecutive transitions, from every thread.
+template <int GROUP>
+class UniformsAhead {
+ public:
+  static constexpr int kDepth = GROUP < kWarp ? GROUP : kWarp;
+
+  __device__ TransitionUniforms next(const PhiloxStream& stream, uint64_t chain,
+                                     uint64_t transition, bool jittered) {
+    if constexpr (kDepth == 1) {
+      return transition_uniforms(stream, chain, transition);
+    } else {
+      if (used_ == kDepth) {
+        ahead_ = transition_uniforms(stream, chain, transition + threadIdx.x % kDepth);
+        used_ = 0;
+      }
+      const int source = used_++;
+      TransitionUniforms out;
+      out.log_uniform = __shfl_sync(0xffffffffu, ahead_.log_uniform, source, kDepth);
+      out.jitter_uniform =
+          jittered ? __shfl_sync(0xffffffffu, ahead_.jitter_uniform, source, kDepth) : 0.0f;
+      return out;
+    }
+  }
+
+ private:
+  TransitionUniforms ahead_{};
+  int used_ = kDepth;
+};
+
+// A transition's Metropolis decision, the same in every thread of the group. The acceptance
+// probability (a float64 exp, accept_probability) is formed only where it is used.
+template <typename scalar_t>
+struct GroupDecision {
+  bool accepted;
+  scalar_t log_alpha;  // -inf in the threads of a missing chain
+  __device__ scalar_t accept_prob() const { return accept_probability(log_alpha); }
+};
+
+// sum += accept_probability(log_alpha) over a chain's consecutive transitions, in transition
+// order, with the exp formed for kDepth transitions at once: lane i of a window keeps transition
+// t0 + i's log_alpha, and once the window is full each lane takes its exp and every lane adds the
+// window's in order (the bits of one lane adding each in turn). Call add() and total() from every
+// thread; lane 0's total counts `start`.
+template <int GROUP, typename scalar_t>
+class AcceptProbabilitySum {
+ public:
+  static constexpr int kDepth = UniformsAhead<GROUP>::kDepth;
+
+  __device__ explicit AcceptProbabilitySum(double start) : sum_(start) {}
+
+  __device__ void add(scalar_t log_alpha) {
+    if constexpr (kDepth == 1) {
+      sum_ += static_cast<double>(accept_probability(log_alpha));
+    } else {
+      if (static_cast<int>(threadIdx.x % kDepth) == held_) mine_ = log_alpha;
+      if (++held_ == kDepth) flush(kDepth);
+    }
+  }
+
+  __device__ double total() {
+    if (held_ > 0) flush(held_);
+    return sum_;
+  }
+
+ private:
+  __device__ void flush(int count) {
+    const double p = static_cast<double>(accept_probability(mine_));
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      if (i < count) sum_ += __shfl_sync(0xffffffffu, p, i, kDepth);
+    }
+    held_ = 0;
+  }
+
+  double sum_;
+  scalar_t mine_ = scalar_t(0);
+  int held_ = 0;
+};
+
 // Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
-// the coefficients k and base step size `step_size` (the same in every thread of the group).
-// Every thread of the group gets the decision.
+// the coefficients k, base step size `step_size` and the transition's uniforms (the same in every
+// thread of the group). Every thread of the group forms the decision from the group's sum (the
+// same bits in each: the butterfly's sums commute), so none is broadcast.
 template <class Target, int GROUP, int CHUNKS, class Coefficients,
           typename scalar_t = typename Target::Scalar>
-__device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
+__device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
     const Target& target, scalar_t (&q)[CHUNKS][4], const Coefficients& k,
-    double step_size, double jitter, int num_steps, scalar_t* x_shared) {
+    TransitionUniforms uniforms, double step_size, double jitter, int num_steps,
+    scalar_t* x_shared) {
   const int64_t dim = k.dim;
-  float uniform = 0.0f;
-  double eps_t = step_size;
-  if (seat.lane == 0 && seat.live) {
-    const PhiloxBlock last =
-        stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
-    uniform = torch_uniform_from_word(last.x);
-    eps_t = jittered_step_size(step_size, jitter, torch_uniform_from_word(last.y));
-  }
-  if (jitter != 0.0) eps_t = group_broadcast<GROUP>(eps_t);
-  const auto steps = tuned_step_sizes<scalar_t>(eps_t);
+  const auto steps =
+      tuned_step_sizes<scalar_t>(jittered_step_size(step_size, jitter, uniforms.jitter_uniform));
 
   // Zeros past the row's end and in missing chains keep the unused lanes' arithmetic finite.
   scalar_t mu[CHUNKS][4] = {}, x[CHUNKS][4] = {}, p[CHUNKS][4] = {}, p0[CHUNKS][4] = {};
@@ -293,9 +371,11 @@ __device__ __forceinline__ PhiloxDecision<scalar_t> group_tuned_transition(
   }
   scalar_t change_sum = group_chunk_sum<GROUP>(change);
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  PhiloxDecision<scalar_t> decision{false, scalar_t(0)};
-  if (seat.lane == 0 && seat.live) decision = philox_decide(uniform, change_sum);
-  decision.accepted = group_broadcast<GROUP>(decision.accepted);
+  GroupDecision<scalar_t> decision{false, -INFINITY};
+  if (seat.live) {
+    decision.log_alpha = log_accept_ratio(change_sum);
+    decision.accepted = philox_accept_by_log(uniforms.log_uniform, decision.log_alpha);
+  }
   if (decision.accepted) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {

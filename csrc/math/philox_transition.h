@@ -51,11 +51,22 @@ FHMC_HD scalar_t philox_proposal(const PhiloxStream& stream, uint64_t chain, uin
 // The native philox mode's Metropolis test: metropolis_accept's comparison with log(u) taken by
 // portable_log, so a CPU and a GPU run of the same stream decide alike even at near ties (the
 // torch-stream and external-noise modes keep metropolis_accept: they match torch's own log).
-template <typename scalar_t>
-FHMC_HD bool philox_accept(float uniform, scalar_t log_alpha) {
+// Split in two so that a kernel may take the log ahead of the trajectory (it depends on the
+// uniform alone).
+FHMC_HD float philox_log_uniform(float uniform) {
   const float floor = 1e-10f;
   const float clamped = uniform < floor ? floor : uniform;
-  return static_cast<scalar_t>(portable_log(clamped)) < log_alpha;
+  return portable_log(clamped);
+}
+
+template <typename scalar_t>
+FHMC_HD bool philox_accept_by_log(float log_uniform, scalar_t log_alpha) {
+  return static_cast<scalar_t>(log_uniform) < log_alpha;
+}
+
+template <typename scalar_t>
+FHMC_HD bool philox_accept(float uniform, scalar_t log_alpha) {
+  return philox_accept_by_log(philox_log_uniform(uniform), log_alpha);
 }
 
 // min(1, exp(log_alpha)), computed in the chain's dtype with portable_exp (it drives dual
@@ -75,9 +86,14 @@ struct PhiloxDecision {
 };
 
 template <typename scalar_t>
-FHMC_HD PhiloxDecision<scalar_t> philox_decide(float uniform, scalar_t change_sum) {
+FHMC_HD PhiloxDecision<scalar_t> philox_decide_by_log(float log_uniform, scalar_t change_sum) {
   const scalar_t log_alpha = log_accept_ratio(change_sum);
-  return {philox_accept(uniform, log_alpha), accept_probability(log_alpha)};
+  return {philox_accept_by_log(log_uniform, log_alpha), accept_probability(log_alpha)};
+}
+
+template <typename scalar_t>
+FHMC_HD PhiloxDecision<scalar_t> philox_decide(float uniform, scalar_t change_sum) {
+  return philox_decide_by_log(philox_log_uniform(uniform), change_sum);
 }
 
 }  // namespace fused_hmc

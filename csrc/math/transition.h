@@ -16,6 +16,7 @@
 //          = sum_j kinetic_change_twice(p0, p, m_inv) + 2 (U(x) - U(x0))   (the others)
 //     each sum in chunk_sum.h's order (coordinates in order within a chunk of 4, chunks pairwise)
 //   accepted, accept_prob = philox_decide(u, change);  if accepted: q_j = x_j + shift_j
+//     (philox_log_uniform(u) may be taken first: transition_uniforms)
 // With the standard target, m_inv = 1 and jitter = 0 this is philox_proposal / hmc_step bit for
 // bit (the leapfrog is leapfrog_fused's, the energy terms energy_change_twice's).
 #pragma once
@@ -90,6 +91,22 @@ FHMC_HD scalar_t target_forces(const Target& target, const scalar_t* x, scalar_t
   }
 }
 
+// What a transition takes from its last stream block B: the Metropolis uniform as the log the
+// philox test compares (philox_log_uniform(torch_uniform_from_word(B.x))) and the step-size
+// jitter's uniform (torch_uniform_from_word(B.y)). They depend on the stream alone, so the CUDA
+// kernels may form them ahead of the trajectory, several transitions at a time.
+struct TransitionUniforms {
+  float log_uniform;
+  float jitter_uniform;
+};
+
+FHMC_HD TransitionUniforms transition_uniforms(const PhiloxStream& stream, uint64_t chain,
+                                               uint64_t transition) {
+  const PhiloxBlock last =
+      stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
+  return {philox_log_uniform(torch_uniform_from_word(last.x)), torch_uniform_from_word(last.y)};
+}
+
 // Per-chain work arrays, each [dim] of the chain's dtype.
 template <typename scalar_t>
 struct TrajectoryScratch {
@@ -105,11 +122,9 @@ FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, ui
                                                   const scalar_t* inv_mass, double step_size,
                                                   double jitter, int num_steps,
                                                   TrajectoryScratch<scalar_t> s) {
-  const PhiloxBlock last =
-      stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
-  const float uniform = torch_uniform_from_word(last.x);
+  const TransitionUniforms uniforms = transition_uniforms(stream, chain, transition);
   const auto steps = tuned_step_sizes<scalar_t>(
-      jittered_step_size(step_size, jitter, torch_uniform_from_word(last.y)));
+      jittered_step_size(step_size, jitter, uniforms.jitter_uniform));
 
   for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
     scalar_t z[kChunkSize];
@@ -152,7 +167,7 @@ FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, ui
   }
   scalar_t change_sum = change.total();
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  const auto decision = philox_decide(uniform, change_sum);
+  const auto decision = philox_decide_by_log(uniforms.log_uniform, change_sum);
   if (decision.accepted) {
     for (int64_t j = 0; j < dim; ++j) {
       if constexpr (Target::kShifted) {
