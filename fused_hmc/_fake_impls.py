@@ -27,7 +27,7 @@ def register() -> None:
 
     @torch.library.register_fake("fused_hmc::run")
     def _(*args, **kwargs):
-        return None  # mutates its (a!)..(k!) arguments in place, returns nothing
+        return None  # mutates its (a!)..(m!) arguments in place, returns nothing
 
     @torch.library.register_fake("fused_hmc_testing::philox4x32")
     def _(counters, key):

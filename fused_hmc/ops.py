@@ -64,19 +64,23 @@ def run(q: torch.Tensor, target: str, target_tensors: Sequence[torch.Tensor],
         window_mean: torch.Tensor | None = None, window_m2: torch.Tensor | None = None,
         warmup_start: int = 0, num_warmup: int = 0, windows: Sequence[int] = (),
         target_accept: float = 0.8, adapt_step_size: bool = False,
-        adapt_mass_matrix: bool = False) -> None:
+        adapt_mass_matrix: bool = False, trajectory_length: float = 0.0,
+        chees: torch.Tensor | None = None, leapfrog_steps: torch.Tensor | None = None) -> None:
     """Transitions [first_transition, first_transition + num_transitions) of every chain, in place.
 
     Sampling (dual_averaging None) keeps draws in `samples` and accumulates mean, m2,
     accept_count and accept_prob_sum; warm-up (dual_averaging, window_mean, window_m2 given) adapts
-    step_size and inv_mass. Shapes and semantics: csrc/ops/schema.cpp.
+    step_size and inv_mass; trajectory_length > 0 jitters each transition's leapfrog steps
+    (num_leapfrog_steps is then their cap), chees [8] adapts it in a pooled warm-up (ChEES), and
+    leapfrog_steps [B] int64 accumulates each chain's steps. Shapes and semantics:
+    csrc/ops/schema.cpp.
     """
     _ops().run.default(q, target, list(target_tensors), [float(v) for v in target_scalars],
                        step_size, inv_mass, jitter, num_leapfrog_steps, seed, chain_offset,
                        first_transition, num_transitions, thin, kept_before, samples, mean, m2,
                        accept_count, accept_prob_sum, dual_averaging, window_mean, window_m2,
                        warmup_start, num_warmup, list(windows), target_accept, adapt_step_size,
-                       adapt_mass_matrix)
+                       adapt_mass_matrix, trajectory_length, chees, leapfrog_steps)
 
 
 def philox4x32(counters: torch.Tensor, key: int) -> torch.Tensor:

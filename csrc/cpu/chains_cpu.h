@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "../math/adaptation_windows.h"
@@ -23,6 +24,7 @@
 #include "../math/mass_matrix.h"
 #include "../math/target.h"
 #include "../math/thinning.h"
+#include "../math/trajectory_adaptation.h"
 #include "../math/transition.h"
 #include "../math/welford.h"
 
@@ -82,20 +84,83 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       double* m2 = p.out.m2 + b * c.dim;
       int64_t accept_count = p.out.accept_count[b];
       double accept_prob_sum = p.out.accept_prob_sum[b];
+      int64_t leapfrog_steps = 0;
       KeepClock clock(c.first_transition, p.out.thin);
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
                                                c.dim, q, mass, c.step_size[g], c.jitter,
-                                               c.num_steps, arrays.scratch());
+                                               c.num_steps, c.trajectory_length, arrays.scratch());
+        leapfrog_steps += decision.leapfrog_steps;
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
         if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
       }
       p.out.accept_count[b] = accept_count;
       p.out.accept_prob_sum[b] = accept_prob_sum;
+      if (c.leapfrog_steps != nullptr) c.leapfrog_steps[b] += leapfrog_steps;
     }
   });
 }
+
+// ChEES's statistics of one pooled warm-up transition (math/trajectory_adaptation.h): every
+// chain's start x0, proposal x1 (less the target's shift, which the centring removes), end
+// velocity, weight omega and jitter w; then the state's update, in the pooled CUDA kernel's
+// order of operations.
+template <typename scalar_t>
+class ChEESStatistics {
+ public:
+  ChEESStatistics(int64_t batch, int64_t dim)
+      : batch_(batch), dim_(dim), x0_(batch * dim), x1_(batch * dim), velocity_(batch * dim),
+        weight_(batch), jitter_(batch) {}
+
+  // Chain b after its transition: s as chain_transition leaves it, m_inv its inverse mass.
+  void record(int64_t b, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
+              double accept_prob, float jitter) {
+    bool finite = true;
+    for (int64_t j = 0; j < dim_; ++j) {
+      x0_[b * dim_ + j] = static_cast<double>(s.x0[j]);
+      x1_[b * dim_ + j] = static_cast<double>(s.x[j]);
+      velocity_[b * dim_ + j] = static_cast<double>(mul_rn(inv_mass[j], -s.p[j]));
+      finite = finite && is_finite_value(x1_[b * dim_ + j]);
+    }
+    if (!finite) std::fill(x1_.begin() + b * dim_, x1_.begin() + (b + 1) * dim_, 0.0);
+    weight_[b] = finite ? accept_prob : 0.0;
+    jitter_[b] = jitter;
+  }
+
+  void update(ChEESState& state, double next_step_size, int cap) const {
+    std::vector<double> m0(dim_), m1(dim_);
+    PairwiseChunkSum<double> weights;
+    for (int64_t b = 0; b < batch_; ++b) weights.add(weight_[b]);
+    const double weight_sum = weights.total();
+    for (int64_t j = 0; j < dim_; ++j) {
+      PairwiseChunkSum<double> start, proposal;
+      for (int64_t b = 0; b < batch_; ++b) {
+        start.add(x0_[b * dim_ + j]);
+        proposal.add(mul_rn(weight_[b], x1_[b * dim_ + j]));
+      }
+      m0[j] = start.total() / static_cast<double>(batch_);
+      m1[j] = div_rn(proposal.total(), add_rn(weight_sum, kChEESWeightFloor));
+    }
+    PairwiseChunkSum<double> gradient;
+    for (int64_t b = 0; b < batch_; ++b) {
+      ChEESChainSums sums;
+      for (int64_t j = 0; j < dim_; ++j) {
+        sums.add(sub_rn(x0_[b * dim_ + j], m0[j]), sub_rn(x1_[b * dim_ + j], m1[j]),
+                 velocity_[b * dim_ + j]);
+      }
+      const double term =
+          sums.term(mul_rn(static_cast<double>(jitter_[b]), state.trajectory_length));
+      gradient.add(mul_rn(weight_[b], term));
+    }
+    chees_update(state, gradient.total(), weight_sum, next_step_size, cap);
+  }
+
+ private:
+  int64_t batch_, dim_;
+  std::vector<double> x0_, x1_, velocity_, weight_;
+  std::vector<float> jitter_;
+};
 
 template <class Target>
 class Warmup {
@@ -104,14 +169,22 @@ class Warmup {
 
   Warmup(const Target& target, const WarmupParams<scalar_t>& p) : target_(target), p_(p), c_(p.chains) {}
 
-  // Chain b's transition t, and its draw folded into its window moments; returns min(1, alpha).
-  double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {
+  // Chain b's transition t, and its draw folded into its window moments (and its ChEES statistics
+  // into `chees`, when given); returns min(1, alpha).
+  double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
+                    ChEESStatistics<scalar_t>* chees = nullptr) const {
     const int64_t g = c_.groups == 1 ? 0 : b;
     scalar_t* q = c_.q + b * c_.dim;
+    const double length = p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
     const auto decision = chain_transition(
         c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t), target_,
-        c_.dim, q, c_.inv_mass + g * c_.dim, c_.step_size[g], c_.jitter, c_.num_steps,
+        c_.dim, q, c_.inv_mass + g * c_.dim, c_.step_size[g], c_.jitter, c_.num_steps, length,
         arrays.scratch());
+    if (c_.leapfrog_steps != nullptr) c_.leapfrog_steps[b] += decision.leapfrog_steps;
+    if (chees != nullptr) {
+      chees->record(b, arrays.scratch(), c_.inv_mass + g * c_.dim,
+                    static_cast<double>(decision.accept_prob), decision.trajectory_uniform);
+    }
     const SlowWindow window = slow_window_of(p_.windows, t - p_.warmup_start);
     if (p_.adapt_mass_matrix && window.start >= 0) {
       const double inv_count = 1.0 / static_cast<double>(t - p_.warmup_start - window.start + 1);
@@ -132,6 +205,11 @@ class Warmup {
     c_.step_size[g] = dual_averaging_update(p_.dual_averaging[g], n, accept_stat,
                                             p_.target_accept, c_.step_size[g]);
     if (i == p_.windows.num_warmup - 1) c_.step_size[g] = dual_averaging_final(p_.dual_averaging[g]);
+  }
+
+  // ChEES's update after transition t of every chain (after the step size's).
+  void adapt_trajectory_length(const ChEESStatistics<scalar_t>& chees) const {
+    chees.update(*p_.chees, c_.step_size[0], c_.num_steps);
   }
 
   bool ends_window(int64_t t) const {
@@ -199,19 +277,26 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
 }
 
 template <class Target>
-void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
+void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c,
+                   bool adapt_trajectory_length) {
+  using scalar_t = typename Target::Scalar;
   std::vector<double> accept_stats(c.batch);
+  std::unique_ptr<ChEESStatistics<scalar_t>> chees;
+  if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
   std::vector<TrajectoryArrays<typename Target::Scalar>> arrays(
       at::get_num_threads(), TrajectoryArrays<typename Target::Scalar>(c.dim));
   const int64_t grain = std::max<int64_t>(1, c.batch / (4 * at::get_num_threads()));
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     at::parallel_for(0, c.batch, grain, [&](int64_t begin, int64_t end) {
       auto& mine = arrays[at::get_thread_num()];
-      for (int64_t b = begin; b < end; ++b) accept_stats[b] = warmup.transition(b, t, mine);
+      for (int64_t b = begin; b < end; ++b) {
+        accept_stats[b] = warmup.transition(b, t, mine, chees.get());
+      }
     });
     PairwiseChunkSum<double> sum;
     for (const double a : accept_stats) sum.add(a);
     warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));
+    if (chees) warmup.adapt_trajectory_length(*chees);
     if (warmup.ends_window(t)) warmup.update_pooled_inverse_mass(t);
   }
 }
@@ -220,7 +305,7 @@ template <class Target, typename scalar_t = typename Target::Scalar>
 void warmup(const Target& target, const WarmupParams<scalar_t>& p) {
   const Warmup<Target> w(target, p);
   if (p.chains.groups == 1) {
-    warmup_pooled(w, p.chains);
+    warmup_pooled(w, p.chains, p.chees != nullptr);
   } else {
     warmup_per_chain(w, p.chains);
   }

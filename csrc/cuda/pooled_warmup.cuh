@@ -21,6 +21,7 @@
 #include "../math/chunk_sum.h"
 #include "../math/dual_averaging.h"
 #include "../math/mass_matrix.h"
+#include "../math/trajectory_adaptation.h"
 #include "../math/welford.h"
 #include "../math/chain_params.h"
 #include "chain_group.cuh"
@@ -96,8 +97,10 @@ class PooledWarmup {
   // Whole chunks of 4 (a chunk's loads may be issued as one 16-byte read).
   __device__ int64_t aligned_dim() const { return (c_.dim + 3) / 4 * 4; }
 
-  // Transition t of every chain of the block's tiles; returns the block's share of the tile sums.
-  __device__ void run_tiles(int64_t t, double step_size, double* tile_accept) {
+  // Transition t of every chain of the block's tiles with trajectory length `length` (0: the fixed
+  // steps); writes the tiles' sums of acceptance statistics, and with ChEES each chain's rows,
+  // acceptance statistic and trajectory jitter.
+  __device__ void run_tiles(int64_t t, double step_size, double length, double* tile_accept) {
     __shared__ double chain_accept[kChains];
     const int64_t i = t - p_.warmup_start;
     const SlowWindow window = slow_window_of(p_.windows, i);
@@ -111,13 +114,29 @@ class PooledWarmup {
       coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
       const auto chain = static_cast<uint64_t>(c_.chain_offset + at.chain);
       // A tile's chains change from one transition to the next: the uniforms are formed in place.
+      const TransitionUniforms uniforms =
+          transition_uniforms(c_.stream, chain, static_cast<uint64_t>(t));
+      TrajectoryRecord record{};
+      if (p_.chees != nullptr) {
+        const int64_t row = (at.seat.live ? at.chain : 0) * c_.dim, rows = c_.batch * c_.dim;
+        record = {p_.chees_rows + row, p_.chees_rows + rows + row,
+                  p_.chees_rows + 2 * rows + row};
+      }
       const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
           c_.stream, chain, static_cast<uint64_t>(t), at.seat, target_, q, coefficients,
-          transition_uniforms(c_.stream, chain, static_cast<uint64_t>(t)), step_size, c_.jitter,
-          c_.num_steps, x_shared_);
+          uniforms, step_size, c_.jitter, c_.num_steps, length, x_shared_, record);
       if (at.seat.lane == 0) {
-        chain_accept[threadIdx.x / GROUP] =
-            at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
+        const double accept = at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
+        chain_accept[threadIdx.x / GROUP] = accept;
+        if (p_.chees != nullptr) {
+          const int64_t seat = tile * kChains + threadIdx.x / GROUP, seats = tiles_ * kChains;
+          p_.chees_chains[seat] = accept;
+          p_.chees_chains[seats + seat] =
+              at.seat.live ? static_cast<double>(uniforms.trajectory_uniform) : 0.0;
+        }
+        if (at.seat.live && c_.leapfrog_steps != nullptr) {
+          c_.leapfrog_steps[at.chain] += decision.leapfrog_steps;
+        }
       }
       if (at.seat.live && decision.accepted) {
         store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q);
@@ -127,6 +146,84 @@ class PooledWarmup {
       const double sum = block_pairwise_sum(chain_accept, kChains, 1, scratch_);
       if (threadIdx.x == 0) tile_accept[tile] = sum;
     }
+  }
+
+  // ChEES's update of `s` after run_tiles (and a grid barrier), with the next transition's step
+  // size: the three passes of math/trajectory_adaptation.h's statistics, grid barriers between.
+  // Every block ends with the same state (the same sums of the same numbers).
+  __device__ void adapt_trajectory_length(cg::grid_group& grid, ChEESState& s,
+                                          double next_step_size) {
+    const int64_t d = c_.dim, rows = c_.batch * d, seats = tiles_ * kChains, width = 2 * d + 2;
+    const double* x0 = p_.chees_rows;
+    double* x1 = p_.chees_rows + rows;
+    const double* velocity = p_.chees_rows + 2 * rows;
+    double* weight = p_.chees_chains;
+    const double* jitter = p_.chees_chains + seats;
+    double* term = p_.chees_chains + 2 * seats;
+    // 1. Weights (a non-finite proposal weighs 0 and counts as 0), then per tile the column sums
+    //    of x0 and omega x1 and the sum of the weights.
+    for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
+      for (int64_t k = threadIdx.x; k < kChains; k += blockDim.x) {
+        const int64_t chain = tile * kChains + k;
+        if (chain >= c_.batch) continue;
+        bool finite = true;
+        for (int64_t j = 0; j < d; ++j) finite = finite && is_finite_value(x1[chain * d + j]);
+        if (!finite) {
+          for (int64_t j = 0; j < d; ++j) x1[chain * d + j] = 0.0;
+          weight[chain] = 0.0;
+        }
+      }
+      __syncthreads();
+      double* sums = p_.chees_tiles + tile * width;
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        PairwiseChunkSum<double, 9> start, proposal;  // kChains <= 256
+        for (int k = 0; k < kChains; ++k) {
+          const int64_t chain = tile * kChains + k;
+          const bool live = chain < c_.batch;
+          start.add(live ? x0[chain * d + j] : 0.0);
+          proposal.add(live ? mul_rn(weight[chain], x1[chain * d + j]) : 0.0);
+        }
+        sums[j] = start.total();
+        sums[d + j] = proposal.total();
+      }
+      const double w = block_pairwise_sum(weight + tile * kChains, kChains, 1, scratch_);
+      if (threadIdx.x == 0) sums[2 * d] = w;
+    }
+    grid.sync();
+    // 2. The means m0 and m1, spread over the blocks.
+    const double weight_sum = block_pairwise_sum(p_.chees_tiles + 2 * d, tiles_, width, scratch_);
+    for (int64_t j = blockIdx.x; j < d; j += gridDim.x) {
+      const double start = block_pairwise_sum(p_.chees_tiles + j, tiles_, width, scratch_);
+      const double proposal = block_pairwise_sum(p_.chees_tiles + d + j, tiles_, width, scratch_);
+      if (threadIdx.x == 0) {
+        p_.chees_means[j] = start / static_cast<double>(c_.batch);
+        p_.chees_means[d + j] = div_rn(proposal, add_rn(weight_sum, kChEESWeightFloor));
+      }
+    }
+    grid.sync();
+    // 3. Every chain's weighted gradient term, and per tile their sum.
+    for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
+      for (int64_t k = threadIdx.x; k < kChains; k += blockDim.x) {
+        const int64_t chain = tile * kChains + k;
+        double out = 0.0;
+        if (chain < c_.batch) {
+          ChEESChainSums sums;
+          for (int64_t j = 0; j < d; ++j) {
+            sums.add(sub_rn(x0[chain * d + j], p_.chees_means[j]),
+                     sub_rn(x1[chain * d + j], p_.chees_means[d + j]), velocity[chain * d + j]);
+          }
+          out = mul_rn(weight[chain], sums.term(mul_rn(jitter[chain], s.trajectory_length)));
+        }
+        term[chain] = out;
+      }
+      __syncthreads();
+      const double sum = block_pairwise_sum(term + tile * kChains, kChains, 1, scratch_);
+      if (threadIdx.x == 0) p_.chees_tiles[tile * width + 2 * d + 1] = sum;
+    }
+    grid.sync();
+    // 4. The update, in every block.
+    const double gradient = block_pairwise_sum(p_.chees_tiles + 2 * d + 1, tiles_, width, scratch_);
+    chees_update(s, gradient, weight_sum, next_step_size, c_.num_steps);
   }
 
   // The mean acceptance statistic of all chains, once every tile has written its sum.
@@ -216,13 +313,16 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   PooledWarmup<Target, GROUP, CHUNKS> warmup(target, p, scratch);
   double step_size = p.chains.step_size[0];
   DualAveraging averaging = p.dual_averaging[0];
+  ChEESState chees = p.chees != nullptr ? *p.chees : ChEESState{};
   const int64_t tiles = (p.chains.batch + GroupGeometry<GROUP>::kChainsPerBlock - 1) /
                         GroupGeometry<GROUP>::kChainsPerBlock;
 
   for (int64_t t = p.chains.first_transition;
        t < p.chains.first_transition + p.chains.num_transitions; ++t) {
     double* tile_accept = p.tile_accept + (t % 2) * tiles;
-    warmup.run_tiles(t, step_size, tile_accept);
+    warmup.run_tiles(t, step_size,
+                     p.chees != nullptr ? chees.trajectory_length : p.chains.trajectory_length,
+                     tile_accept);
     grid.sync();
     const int64_t i = t - p.warmup_start;
     if (p.adapt_step_size) {
@@ -231,6 +331,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       step_size = dual_averaging_update(averaging, n, accept_stat, p.target_accept, step_size);
       if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
     }
+    if (p.chees != nullptr) warmup.adapt_trajectory_length(grid, chees, step_size);
     if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {
       const SlowWindow window = slow_window_of(p.windows, i);
       warmup.update_inverse_mass(grid, static_cast<double>(i - window.start + 1));
@@ -239,6 +340,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     p.chains.step_size[0] = step_size;
     p.dual_averaging[0] = averaging;
+    if (p.chees != nullptr) *p.chees = chees;
   }
 }
 

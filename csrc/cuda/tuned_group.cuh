@@ -216,8 +216,9 @@ class UniformsAhead {
  public:
   static constexpr int kDepth = GROUP < kWarp ? GROUP : kWarp;
 
+  // `jittered` / `trajectory`: whether the step-size / trajectory jitter is used (else 0).
   __device__ TransitionUniforms next(const PhiloxStream& stream, uint64_t chain,
-                                     uint64_t transition, bool jittered) {
+                                     uint64_t transition, bool jittered, bool trajectory) {
     if constexpr (kDepth == 1) {
       return transition_uniforms(stream, chain, transition);
     } else {
@@ -230,6 +231,8 @@ class UniformsAhead {
       out.log_uniform = __shfl_sync(0xffffffffu, ahead_.log_uniform, source, kDepth);
       out.jitter_uniform =
           jittered ? __shfl_sync(0xffffffffu, ahead_.jitter_uniform, source, kDepth) : 0.0f;
+      out.trajectory_uniform =
+          trajectory ? __shfl_sync(0xffffffffu, ahead_.trajectory_uniform, source, kDepth) : 0.0f;
       return out;
     }
   }
@@ -245,8 +248,30 @@ template <typename scalar_t>
 struct GroupDecision {
   bool accepted;
   scalar_t log_alpha;  // -inf in the threads of a missing chain
+  int leapfrog_steps;
   __device__ scalar_t accept_prob() const { return accept_probability(log_alpha); }
 };
+
+// Where a transition writes what ChEES needs of its chain (math/trajectory_adaptation.h): rows of
+// [dim] float64 for the start and the proposal (less the target's shift) and the end velocity
+// inv_mass * p (the momentum before its final flip); x0 == nullptr writes nothing.
+struct TrajectoryRecord {
+  double* x0;
+  double* x1;
+  double* velocity;
+};
+
+// The most of `steps` over the block (every thread calls it).
+__device__ __forceinline__ int block_max_steps(int steps) {
+  __shared__ int most;
+  if (threadIdx.x == 0) most = 0;
+  __syncthreads();
+  atomicMax(&most, steps);
+  __syncthreads();
+  const int out = most;
+  __syncthreads();  // the slot may be reused by the next call
+  return out;
+}
 
 // sum += accept_probability(log_alpha) over a chain's consecutive transitions, in transition
 // order, with the exp formed for kDepth transitions at once: lane i of a window keeps transition
@@ -290,19 +315,28 @@ class AcceptProbabilitySum {
 };
 
 // Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
-// the coefficients k, base step size `step_size` and the transition's uniforms (the same in every
-// thread of the group). Every thread of the group forms the decision from the group's sum (the
-// same bits in each: the butterfly's sums commute), so none is broadcast.
+// the coefficients k, base step size `step_size`, the transition's uniforms (the same in every
+// thread of the group) and trajectory_steps(trajectory_length, num_steps, ...) leapfrog steps.
+// Every thread of the group forms the decision from the group's sum (the same bits in each: the
+// butterfly's sums commute), so none is broadcast. Chains of one warp may run different numbers of
+// steps (they diverge); a kRow target's chains, which meet at block barriers inside the force,
+// all loop the block's most steps and hold still past their own.
 template <class Target, int GROUP, int CHUNKS, class Coefficients,
           typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
     const Target& target, scalar_t (&q)[CHUNKS][4], const Coefficients& k,
     TransitionUniforms uniforms, double step_size, double jitter, int num_steps,
-    scalar_t* x_shared) {
+    double trajectory_length, scalar_t* x_shared, TrajectoryRecord record = {}) {
   const int64_t dim = k.dim;
-  const auto steps =
-      tuned_step_sizes<scalar_t>(jittered_step_size(step_size, jitter, uniforms.jitter_uniform));
+  const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
+  const auto steps = tuned_step_sizes<scalar_t>(eps_t);
+  const int leapfrog_steps =
+      trajectory_steps(trajectory_length, num_steps, eps_t, uniforms.trajectory_uniform);
+  int loop_steps = leapfrog_steps;
+  if constexpr (Target::kForce == TargetForce::kRow) {
+    if (trajectory_length > 0.0) loop_steps = block_max_steps(seat.live ? leapfrog_steps : 1);
+  }
 
   // Zeros past the row's end and in missing chains keep the unused lanes' arithmetic finite.
   scalar_t mu[CHUNKS][4] = {}, x[CHUNKS][4] = {}, p[CHUNKS][4] = {}, p0[CHUNKS][4] = {};
@@ -327,18 +361,37 @@ __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
 #pragma unroll
     for (int e = 0; e < 4; ++e) p[c][e] = kick(p0[c][e], f0[c][e], steps.half_eps);
   }
-  for (int i = 0; i < num_steps; ++i) {
+  for (int i = 0; i < loop_steps; ++i) {
+    const bool moving = i < leapfrog_steps;  // false only for a kRow target's early finishers
+    if (moving) {
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
+      for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.mass(c, e), steps.eps);
+        for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.mass(c, e), steps.eps);
+      }
     }
     u1 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f, x_shared);
-    const scalar_t h = i + 1 < num_steps ? steps.eps : steps.half_eps;
+    const scalar_t h = i + 1 < leapfrog_steps ? steps.eps : steps.half_eps;
+    if (moving) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) p[c][e] = kick(p[c][e], f[c][e], h);
+      }
+    }
+  }
+  if (record.x0 != nullptr && seat.live) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) p[c][e] = kick(p[c][e], f[c][e], h);
+      for (int e = 0; e < 4; ++e) {
+        if (j0 + e >= dim) continue;
+        record.x0[j0 + e] =
+            static_cast<double>(Target::kShifted ? q[c][e] - mu[c][e] : q[c][e]);
+        record.x1[j0 + e] = static_cast<double>(x[c][e]);
+        record.velocity[j0 + e] = static_cast<double>(mul_rn(k.mass(c, e), p[c][e]));
+      }
     }
   }
 
@@ -371,7 +424,7 @@ __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
   }
   scalar_t change_sum = group_chunk_sum<GROUP>(change);
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  GroupDecision<scalar_t> decision{false, -INFINITY};
+  GroupDecision<scalar_t> decision{false, -INFINITY, leapfrog_steps};
   if (seat.live) {
     decision.log_alpha = log_accept_ratio(change_sum);
     decision.accepted = philox_accept_by_log(uniforms.log_uniform, decision.log_alpha);

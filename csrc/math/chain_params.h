@@ -9,11 +9,12 @@
 #include "adaptation_windows.h"
 #include "dual_averaging.h"
 #include "noise_streams.h"
+#include "trajectory_adaptation.h"
 
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 1;
+constexpr int kChainParamsVersion = 2;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -21,8 +22,10 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 }
 
 // The chains of a call: state q [B, d] (contiguous, read and written), step_size [G] float64 and
-// inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the philox stream (chain b is
-// stream chain chain_offset + b) and the transitions [first_transition, + num_transitions).
+// inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the leapfrog steps (num_steps,
+// or trajectory_steps of trajectory_length capped by num_steps), the philox stream (chain b is
+// stream chain chain_offset + b) and the transitions [first_transition, + num_transitions);
+// leapfrog_steps [B] (or null) accumulates each chain's steps.
 template <typename scalar_t>
 struct ChainBatch {
   scalar_t* q;
@@ -31,6 +34,8 @@ struct ChainBatch {
   int64_t groups;
   double jitter;
   int num_steps;
+  double trajectory_length;
+  int64_t* leapfrog_steps;
   PhiloxStream stream;
   int64_t batch, dim, chain_offset, first_transition, num_transitions;
   bool vectorized;  // rows of q 16-byte aligned
@@ -76,6 +81,13 @@ struct WarmupParams {
   double* tile_accept;            // [2, tiles]: each tile's sum of acceptance statistics
   double* tile_moments;           // [tiles, d]: each tile's per-coordinate window sums
   double* grand_mean;             // [d]
+  // ChEES (null: the trajectory is not adapted) and its pooled CUDA kernel's scratch.
+  ChEESState* chees;
+  double* chees_rows;             // [3, B, d]: x0, x1, velocity of every chain
+  double* chees_chains;           // [3, tiles * chains per tile]: weight, jitter, weighted term
+  double* chees_tiles;            // [tiles, 2 d + 2]: column sums of x0 and omega x1, sum of omega,
+                                  // sum of the weighted terms, per tile
+  double* chees_means;            // [2, d]: m0, m1
   int sm_count;
 };
 

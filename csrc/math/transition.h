@@ -10,6 +10,7 @@
 //   z     = stream_chunk_momentum;  p0_j = z_j * momentum_scale(m_inv_j)
 //   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0)
 //   p = kick(p0, f0, h)
+//   L = trajectory_steps(T, num_steps, eps_t, torch_uniform_from_word(B.z))   (num_steps if T = 0)
 //   L - 1 times:  x = drift(x, p, m_inv, eps) for all j;  f = force(x);  p = kick(p, f, eps)
 //   x = drift(x, p, m_inv, eps);  f = force(x);  p = -kick(p, f, h)
 //   change = sum_j target_energy_change_twice(x0, f0, p0, x, f, p, m_inv)   (quadratic targets)
@@ -30,6 +31,7 @@
 #include "noise_streams.h"
 #include "philox_transition.h"
 #include "target.h"
+#include "trajectory_adaptation.h"
 #include "transforms.h"
 
 namespace fused_hmc {
@@ -98,14 +100,23 @@ FHMC_HD scalar_t target_forces(const Target& target, const scalar_t* x, scalar_t
 struct TransitionUniforms {
   float log_uniform;
   float jitter_uniform;
+  float trajectory_uniform;  // word z: the trajectory jitter (trajectory_adaptation.h)
 };
 
 FHMC_HD TransitionUniforms transition_uniforms(const PhiloxStream& stream, uint64_t chain,
                                                uint64_t transition) {
   const PhiloxBlock last =
       stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
-  return {philox_log_uniform(torch_uniform_from_word(last.x)), torch_uniform_from_word(last.y)};
+  return {philox_log_uniform(torch_uniform_from_word(last.x)), torch_uniform_from_word(last.y),
+          torch_uniform_from_word(last.z)};
 }
+
+// A transition's decision, with the leapfrog steps it ran and its trajectory jitter w.
+template <typename scalar_t>
+struct TransitionOutcome : PhiloxDecision<scalar_t> {
+  int leapfrog_steps;
+  float trajectory_uniform;
+};
 
 // Per-chain work arrays, each [dim] of the chain's dtype.
 template <typename scalar_t>
@@ -114,17 +125,19 @@ struct TrajectoryScratch {
 };
 
 // Runs transition `transition` of chain `chain` from q ([dim], updated in place when accepted) with
-// base step size `step_size` and inverse mass m_inv ([dim]); returns the Metropolis decision.
+// base step size `step_size`, inverse mass m_inv ([dim]) and trajectory_steps(trajectory_length,
+// num_steps, eps_t, w) leapfrog steps; returns the Metropolis decision. Afterwards s.x0 and s.x
+// hold the start and the proposal (less the shift) and s.p the flipped end momentum.
 template <class Target, typename scalar_t = typename Target::Scalar>
-FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, uint64_t chain,
-                                                  uint64_t transition, const Target& target,
-                                                  int64_t dim, scalar_t* q,
-                                                  const scalar_t* inv_mass, double step_size,
-                                                  double jitter, int num_steps,
-                                                  TrajectoryScratch<scalar_t> s) {
+FHMC_HD TransitionOutcome<scalar_t> chain_transition(
+    const PhiloxStream& stream, uint64_t chain, uint64_t transition, const Target& target,
+    int64_t dim, scalar_t* q, const scalar_t* inv_mass, double step_size, double jitter,
+    int num_steps, double trajectory_length, TrajectoryScratch<scalar_t> s) {
   const TransitionUniforms uniforms = transition_uniforms(stream, chain, transition);
-  const auto steps = tuned_step_sizes<scalar_t>(
-      jittered_step_size(step_size, jitter, uniforms.jitter_uniform));
+  const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
+  const auto steps = tuned_step_sizes<scalar_t>(eps_t);
+  const int leapfrog_steps =
+      trajectory_steps(trajectory_length, num_steps, eps_t, uniforms.trajectory_uniform);
 
   for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
     scalar_t z[kChunkSize];
@@ -142,7 +155,7 @@ FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, ui
   }
   const scalar_t u0 = target_forces(target, s.x0, s.f0, dim);
   for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p0[j], s.f0[j], steps.half_eps);
-  for (int i = 1; i < num_steps; ++i) {
+  for (int i = 1; i < leapfrog_steps; ++i) {
     for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
     target_forces(target, s.x, s.f, dim);
     for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p[j], s.f[j], steps.eps);
@@ -167,7 +180,11 @@ FHMC_HD PhiloxDecision<scalar_t> chain_transition(const PhiloxStream& stream, ui
   }
   scalar_t change_sum = change.total();
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  const auto decision = philox_decide_by_log(uniforms.log_uniform, change_sum);
+  TransitionOutcome<scalar_t> decision;
+  static_cast<PhiloxDecision<scalar_t>&>(decision) =
+      philox_decide_by_log(uniforms.log_uniform, change_sum);
+  decision.leapfrog_steps = leapfrog_steps;
+  decision.trajectory_uniform = uniforms.trajectory_uniform;
   if (decision.accepted) {
     for (int64_t j = 0; j < dim; ++j) {
       if constexpr (Target::kShifted) {

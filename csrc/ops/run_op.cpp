@@ -42,6 +42,8 @@ ChainBatch<scalar_t> chain_batch(const RunRequest& r) {
   c.groups = r.step_size.size(0);
   c.jitter = r.jitter;
   c.num_steps = static_cast<int>(r.num_leapfrog_steps);
+  c.trajectory_length = r.trajectory_length;
+  c.leapfrog_steps = r.leapfrog_steps ? r.leapfrog_steps->data_ptr<int64_t>() : nullptr;
   c.batch = r.q.size(0);
   c.dim = r.q.size(1);
   c.stream = seeded_stream<scalar_t>(r.seed, c.dim);
@@ -89,6 +91,7 @@ WarmupParams<scalar_t> warmup_params(const RunRequest& r) {
   p.dual_averaging = reinterpret_cast<DualAveraging*>(r.dual_averaging->data_ptr<double>());
   p.window_mean = r.window_mean->data_ptr<double>();
   p.window_m2 = r.window_m2->data_ptr<double>();
+  p.chees = r.chees ? reinterpret_cast<ChEESState*>(r.chees->data_ptr<double>()) : nullptr;
   return p;
 }
 
@@ -126,7 +129,7 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
   }
   WarmupParams<scalar_t> p = warmup_params<scalar_t>(r);
   const auto warmup = require(l.warmup_cuda, r, "CUDA");
-  Tensor tile_accept, tile_moments, grand_mean;  // the pooled kernel's scratch, no sync
+  Tensor tile_accept, tile_moments, grand_mean, chees;  // the pooled kernel's scratch, no sync
   if (p.chains.groups == 1) {
     const int64_t tiles = l.cuda_pooled_tiles(p.chains.batch, p.chains.dim);
     const auto f64 = r.q.options().dtype(at::kDouble);
@@ -137,6 +140,16 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
       grand_mean = at::empty({p.chains.dim}, f64);
       p.tile_moments = tile_moments.data_ptr<double>();
       p.grand_mean = grand_mean.data_ptr<double>();
+    }
+    if (p.chees != nullptr) {
+      const int64_t b = p.chains.batch, d = p.chains.dim;
+      // Chains per tile, a power of two up to 256: 256 chains make 256 / (chains per tile) tiles.
+      const int64_t seats = tiles * (256 / l.cuda_pooled_tiles(256, d));
+      chees = at::empty({3 * b * d + 3 * seats + tiles * (2 * d + 2) + 2 * d}, f64);
+      p.chees_rows = chees.data_ptr<double>();
+      p.chees_chains = p.chees_rows + 3 * b * d;
+      p.chees_tiles = p.chees_chains + 3 * seats;
+      p.chees_means = p.chees_tiles + tiles * (2 * d + 2);
     }
     p.sm_count = cuda->sm_count(r.q.get_device());
   }
@@ -160,7 +173,8 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
          const OptionalTensor& dual_averaging, const OptionalTensor& window_mean,
          const OptionalTensor& window_m2, int64_t warmup_start, int64_t num_warmup,
          at::IntArrayRef windows, double target_accept, bool adapt_step_size,
-         bool adapt_mass_matrix) {
+         bool adapt_mass_matrix, double trajectory_length, const OptionalTensor& chees,
+         const OptionalTensor& leapfrog_steps) {
   const RunRequest r{q,
                      &find_target_or_raise(target),
                      target_tensors.vec(),
@@ -188,7 +202,10 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
                      windows.vec(),
                      target_accept,
                      adapt_step_size,
-                     adapt_mass_matrix};
+                     adapt_mass_matrix,
+                     trajectory_length,
+                     chees,
+                     leapfrog_steps};
   check_run_request(r);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::OptionalDeviceGuard guard(q.device());

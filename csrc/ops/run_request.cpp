@@ -117,6 +117,12 @@ void check_warmup(const RunRequest& r) {
                      at::kDouble);
   check_chain_buffer(q, *r.window_mean, "window_mean", {batch, dim}, at::kDouble, true);
   check_chain_buffer(q, *r.window_m2, "window_m2", {batch, dim}, at::kDouble, true);
+  if (r.chees) {
+    FHMC_CHECK_VALUE(r.step_size.size(0) == 1,
+                     "chees adapts one trajectory length from every chain: step_size must be [1] "
+                     "(the pooled warm-up), got ", r.step_size.sizes());
+    check_chain_buffer(q, *r.chees, "chees", {8}, at::kDouble);
+  }
 }
 
 }  // namespace
@@ -159,6 +165,14 @@ void check_run_request(const RunRequest& r) {
   check_not_differentiated(r.inv_mass, "inv_mass");
   FHMC_CHECK_VALUE(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter < 1,
                    "jitter must be in [0, 1), got ", r.jitter);
+  FHMC_CHECK_VALUE(std::isfinite(r.trajectory_length) && r.trajectory_length >= 0,
+                   "trajectory_length must be finite and >= 0 (0: num_leapfrog_steps steps), got ",
+                   r.trajectory_length);
+  FHMC_CHECK_VALUE(!r.chees || r.warmup(),
+                   "chees adapts the trajectory length during warm-up: pass dual_averaging too");
+  if (r.leapfrog_steps) {
+    check_chain_buffer(q, *r.leapfrog_steps, "leapfrog_steps", {batch}, at::kLong);
+  }
   if (r.warmup()) {
     check_warmup(r);
   } else {

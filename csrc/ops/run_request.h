@@ -30,6 +30,8 @@ struct RunRequest {
   std::vector<int64_t> windows;  // (init_buffer, base_window, term_buffer), or empty: Stan's
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
+  double trajectory_length;  // 0: num_leapfrog_steps steps; else jittered, capped by them
+  std::optional<at::Tensor> chees, leapfrog_steps;
 
   bool warmup() const { return dual_averaging.has_value(); }
 };

@@ -67,6 +67,16 @@ TORCH_LIBRARY(fused_hmc, m) {
   //     value); dual averaging restarts at i + 1.
   // Splitting a run into calls, or running chains 0..B-1 in parts (not a pooled warm-up), changes
   // no bit.
+  //
+  // Jittered trajectories (math/trajectory_adaptation.h): trajectory_length T > 0 makes transition
+  // t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
+  // trajectory jitter (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is
+  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64 (warm-up with G = 1 only): the
+  // ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0], the caller
+  // sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
+  // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
+  // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
+  // step size eps'). leapfrog_steps [B] int64, when given, accumulates each chain's L.
   m.def(
       "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
@@ -75,7 +85,8 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(g!)? accept_count=None, Tensor(h!)? accept_prob_sum=None, "
       "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
       "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
-      "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False) -> ()");
+      "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False, "
+      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? leapfrog_steps=None) -> ()");
 }
 
 // No gradient flows through the ops (inputs that require grad are refused): autograd passes them
