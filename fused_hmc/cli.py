@@ -166,8 +166,11 @@ def _sampler_settings(args: argparse.Namespace, target) -> dict:
     return dict(step_size=args.step_size, num_leapfrog_steps=args.leapfrog, thin=args.thin,
                 seed=args.seed, target=target, num_warmup=args.warmup,
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
-                adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled, jitter=args.jitter,
-                adapt_windows=tuple(args.adapt_windows), superchains=args.superchains)
+                adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled or None,
+                jitter=args.jitter, adapt_windows=tuple(args.adapt_windows),
+                superchains=args.superchains,
+                adapt_trajectory_length=args.adapt_trajectory_length,
+                max_leapfrog_steps=args.max_leapfrog_steps)
 
 
 def diagnostic_window(chains: int, kept: int, dim: int,
@@ -203,12 +206,13 @@ def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
 
 def _exact_acceptance(args, target, res) -> float | None:
     """The exact stationary acceptance rate where one is known: N(mu, I), identity mass, no jitter,
-    one step size for every chain (gaussian_exact's isotropic case)."""
+    a fixed L, one step size for every chain (gaussian_exact's isotropic case)."""
     from .targets import StandardGaussian
 
     step = res.step_size
     if (not isinstance(target, StandardGaussian) or args.jitter
-            or not bool((res.inverse_mass == 1).all()) or not bool((step == step[0]).all())):
+            or res.trajectory_length is not None or not bool((res.inverse_mass == 1).all())
+            or not bool((step == step[0]).all())):
         return None
     eps = float(step[0])
     if (args.dim, args.leapfrog, eps) == (64, 10, 0.1):
@@ -242,10 +246,20 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
           + ("  [interrupted]" if res.interrupted else ""))
     if adapting:
         step, inv_mass = res.step_size.double(), res.inverse_mass.double()
-        print(f"warm-up           {'pooled' if args.pooled else 'per-chain'} adaptation toward "
-              f"acceptance {args.target_accept:g}: step size {step.mean().item():.4g} (range "
+        w = res.warmup
+        print(f"warm-up           {'pooled' if w.pooled else 'per-chain'} adaptation toward "
+              f"acceptance {w.target_accept:g}: step size {step.mean().item():.4g} (range "
               f"{step.min().item():.4g} .. {step.max().item():.4g}), inverse mass "
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
+    if res.trajectory_length is not None:
+        how = "ChEES-adapted" if res.warmup.adapt_trajectory_length else "given"
+        mean_steps = res.trajectory_length / float(res.step_size.double().mean()) / 2 + 0.5
+        print(f"trajectory        {how} length T = {res.trajectory_length:.4g}: ceil(w T / eps) "
+              f"leapfrog steps, w ~ U[0, 1) per chain and transition (about {mean_steps:.3g} "
+              f"on average), at most {res.max_leapfrog_steps}")
+    print(f"gradients         {res.warmup_gradient_evaluations:,} in warm-up + "
+          f"{res.sampling_gradient_evaluations:,} in sampling (L + 1 per transition, all "
+          "chains)")
     exact = _exact_acceptance(args, target, res)
     rate = res.accept_rate.double().mean().item()
     known = ("" if _is_user_target(target) else "; exact at stationarity " + (
@@ -296,7 +310,7 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
         diag = diagnostics.diagnose(draws, max_dims=window[2])
         how = "" if not no_draws else (
             "; those chains run again with draws kept"
-            + (", pooled adaptation over them alone" if args.pooled and adapting else ""))
+            + (", pooled adaptation over them alone" if res.warmup.pooled and adapting else ""))
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
               f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
@@ -369,6 +383,8 @@ def _settings_of(args: argparse.Namespace, sampler, res) -> None:
     w = res.warmup
     args.warmup, args.pooled, args.target_accept = w.num_warmup, w.pooled, w.target_accept
     args.adapt_step_size, args.adapt_mass_matrix = w.adapt_step_size, w.adapt_mass_matrix
+    args.adapt_trajectory_length = w.adapt_trajectory_length
+    args.max_leapfrog_steps = res.max_leapfrog_steps
 
 
 def _plot(args: argparse.Namespace, res) -> None:
@@ -450,7 +466,8 @@ def _sample(args: argparse.Namespace) -> int:
     if args.resume is not None:
         _settings_of(args, sampler, res)
         device = res.final_state.device
-    adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix)
+    adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix
+                                    or args.adapt_trajectory_length)
     _report_run(args, device, target, res, adapting)
     if _is_user_target(target):
         from .cli_models import report_parameters
@@ -549,7 +566,8 @@ def _add_sample_parser(sub) -> None:
     flag("--thin", type=_integer(1), default=1,
          help="keep the state after transition t when (t + 1) %% thin == 0")
     flag("--leapfrog", type=_integer(1, 2**31 - 1), default=10,
-         help="leapfrog steps L per transition")
+         help="leapfrog steps L per transition (with --adapt-trajectory-length: the initial "
+              "trajectory length in steps, T0 = L eps0)")
     flag("--step-size", type=_real(0), default=0.1,
          help="leapfrog step size eps (with --warmup: the initial one, eps0)")
     flag("--jitter", type=_real(0, 1, low_open=False), default=0.0,
@@ -581,14 +599,22 @@ def _add_sample_parser(sub) -> None:
               "coordinates (default: 1)")
     flag("--correlation", type=_real(-1, 1), default=None,
          help="correlation rho between every two coordinates of a dense target (default: 0)")
-    flag("--target-accept", type=_real(0, 1), default=0.8,
-         help="average acceptance statistic the warm-up aims for")
+    flag("--target-accept", type=_real(0, 1), default=None,
+         help="average acceptance statistic the warm-up aims for (default: 0.8; 0.651, the "
+              "ChEES paper's, with --adapt-trajectory-length)")
     flag("--pooled", action="store_true",
          help="warm-up adapts one step size and inverse mass for all chains (else per chain)")
     flag("--adapt-step-size", action=argparse.BooleanOptionalAction, default=True,
          help="whether warm-up adapts the step size")
     flag("--adapt-mass-matrix", action=argparse.BooleanOptionalAction, default=True,
          help="whether warm-up adapts the diagonal inverse mass")
+    flag("--adapt-trajectory-length", action="store_true",
+         help="warm-up also adapts one trajectory length T for all chains by ChEES (Hoffman, "
+              "Radul & Sountsov 2021), pooled with the step size and inverse mass (implies "
+              "--pooled); each transition then runs ceil(w T / eps) leapfrog steps, w ~ U[0, 1) "
+              "from the chain's stream, at most --max-leapfrog-steps")
+    flag("--max-leapfrog-steps", type=_integer(1, 2**31 - 1), default=1000,
+         help="the most leapfrog steps a transition runs with --adapt-trajectory-length")
     flag("--adapt-windows", type=_integer(0), nargs=3, default=list(STAN_WINDOWS),
          metavar=("INIT", "BASE", "TERM"),
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
@@ -688,6 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
 _FLAG_OF = {"num_samples": "--samples", "num_transitions": "--samples", "num_warmup": "--warmup",
             "num_leapfrog_steps": "--leapfrog", "step_size": "--step-size",
             "target_accept": "--target-accept", "adapt_windows": "--adapt-windows",
+            "adapt_trajectory_length=True": "--adapt-trajectory-length",
+            "max_leapfrog_steps": "--max-leapfrog-steps",
             "keep_samples=False": "--no-keep-samples", "keep_samples": "--keep-samples"}
 _API_NAME = re.compile("|".join(re.escape(k) for k in sorted(_FLAG_OF, key=len, reverse=True)))
 

@@ -145,3 +145,26 @@ def check_step_size_fits(step_size: float | torch.Tensor, jitter: float,
     if settings.num_warmup and settings.adapt_step_size and not math.isfinite(10 * float(largest)):
         raise ValueError(f"step_size = {float(largest):.3g} is too large to start warm-up: dual "
                          "averaging starts at mu = log(10 step_size), which overflows float64")
+
+
+def check_trajectory(trajectory_length, max_leapfrog_steps, num_leapfrog_steps: int,
+                     settings: WarmupSettings) -> tuple[float | None, int]:
+    """(the fixed trajectory length T or None, the cap on leapfrog steps)."""
+    from .._limits import LIMITS
+
+    cap = count("max_leapfrog_steps", max_leapfrog_steps, 1, LIMITS["kMaxLeapfrogSteps"])
+    if trajectory_length is not None:
+        if (isinstance(trajectory_length, bool) or not isinstance(trajectory_length, numbers.Real)
+                or not math.isfinite(trajectory_length) or trajectory_length <= 0):
+            raise ValueError("trajectory_length must be a finite number > 0 (or None: "
+                             f"num_leapfrog_steps steps), got {trajectory_length!r}")
+        if settings.adapt_trajectory_length:
+            raise ValueError("trajectory_length= fixes the trajectory length, "
+                             "adapt_trajectory_length=True adapts it (starting from "
+                             "num_leapfrog_steps * step_size): pass one or the other")
+        trajectory_length = float(trajectory_length)
+    if settings.adapt_trajectory_length and num_leapfrog_steps > cap:
+        raise ValueError(f"num_leapfrog_steps = {num_leapfrog_steps} (the initial trajectory "
+                         "length in steps, with adapt_trajectory_length=True) exceeds "
+                         f"max_leapfrog_steps = {cap}, the cap on steps")
+    return trajectory_length, cap

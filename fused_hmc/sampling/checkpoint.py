@@ -6,7 +6,8 @@ The file is a zarr store zipped into one file (storage.py). Group ``sampler`` ho
 arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, the target in
 ``sampler/target``), the books (the state ``q``, the Welford sums, the acceptance counters;
 the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
-inverse masses and, during warm-up, dual averaging and window moments). Group ``posterior`` holds
+inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state,
+and with trajectory lengths the chains' leapfrog step counts). Group ``posterior`` holds
 the draws kept in memory so far; draws streamed to ``out=`` stay in that store, which a resumed
 run cuts back to the draws the checkpoint counted before it appends.
 

@@ -20,7 +20,7 @@ from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
 from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_path,
                         check_q0, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, count)
+                        check_target, check_trajectory, count)
 from .checkpoint import Checkpointer, read_checkpoint
 from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
@@ -51,7 +51,9 @@ class Sampler:
         q0: [chains, dim] float32/float64 starting states (CPU or CUDA); copied, never modified.
         step_size: leapfrog step eps > 0: a number, or a [chains] tensor of per-chain step sizes
             (e.g. ``result.step_size`` of an earlier run). With warm-up, the initial step size eps0
-            (dual averaging starts at mu = log(10 eps0)). num_leapfrog_steps: L >= 1.
+            (dual averaging starts at mu = log(10 eps0)). num_leapfrog_steps: L >= 1 (with
+            adapt_trajectory_length: the initial length in steps, T0 = L step_size; with
+            trajectory_length: unused).
         mu: [dim] mean of the default target N(mu, I) (default zeros), converted to q0's dtype and
             device. Not together with ``target``.
         thin: keep the state after transition t when (t + 1) % thin == 0 (global index t).
@@ -75,14 +77,30 @@ class Sampler:
             averaging after Hoffman & Gelman 2014 with Stan's constants, Stan's windows).
         target: a :mod:`fused_hmc.targets` StandardGaussian, DiagonalGaussian or DenseGaussian
             (default N(mu, I)); its gradient is computed inside the kernel.
-        target_accept: the average acceptance statistic warm-up aims for (default 0.8, as Stan's
-            adapt_delta and NumPyro's target_accept_prob; see :mod:`fused_hmc.sampling.warmup`).
+        target_accept: the average acceptance statistic warm-up aims for (default None: 0.8, as
+            Stan's adapt_delta and NumPyro's target_accept_prob; 0.651, the ChEES paper's, with
+            adapt_trajectory_length; see :mod:`fused_hmc.sampling.warmup`).
         adapt_step_size, adapt_mass_matrix: what warm-up adapts.
         pooled: one step size and one inverse mass for all chains, adapted from all chains'
             statistics (pooled inside the kernel, no host sync per transition), instead of one per
             chain. Needs a scalar step_size and an inverse_mass of shape [dim] (or None). Per-chain
             dual averaging ends above target_accept after a short final run (see
-            :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True.
+            :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True. Default None:
+            True with adapt_trajectory_length (which needs it), else False.
+        adapt_trajectory_length: warm-up also adapts one trajectory length T for all chains by
+            ChEES (Hoffman, Radul & Sountsov 2021; BlackJAX's chees_adaptation), pooled inside
+            the kernel with the step size and diagonal inverse mass (so not with pooled=False);
+            each transition then runs min(max_leapfrog_steps, max(1, ceil(w T / eps))) leapfrog
+            steps, w ~ U[0, 1) from the chain's philox stream, in warm-up and sampling alike,
+            starting from T0 = num_leapfrog_steps * step_size. Needs num_warmup > 0. See
+            :mod:`fused_hmc.sampling.warmup`; the result reports T (``trajectory_length``) and
+            the gradient evaluations spent.
+        max_leapfrog_steps: the cap on a transition's leapfrog steps when its length is a time
+            (adapt_trajectory_length or trajectory_length; default 1000, as BlackJAX's); ChEES
+            also keeps T <= max_leapfrog_steps * eps.
+        trajectory_length: a fixed trajectory length T > 0, jittered as above, instead of
+            num_leapfrog_steps steps (e.g. ``result.trajectory_length`` of a ChEES run, with its
+            ``step_size`` and ``inverse_mass``, to continue it). Not with adapt_trajectory_length.
         jitter: each transition's step size is eps * (1 + jitter * (2 v - 1)), v ~ U[0, 1) from the
             chain's philox stream (reproducible), so trajectory lengths vary (default 0: none;
             e.g. 0.1 for [0.9, 1.1] eps). Jitter in warm-up and sampling alike.
@@ -130,12 +148,13 @@ class Sampler:
                  generator: torch.Generator | None = None, progress: bool = True,
                  chunk_size: int | None = None, chain_offset: int = 0,
                  first_transition: int = 0, num_warmup: int = 0, target=None,
-                 target_accept: float = 0.8, adapt_step_size: bool = True,
-                 adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
+                 target_accept: float | None = None, adapt_step_size: bool = True,
+                 adapt_mass_matrix: bool = True, pooled: bool | None = None, jitter: float = 0.0,
                  inverse_mass: torch.Tensor | None = None,
                  adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
                  checkpoint_every: float = 60.0, superchains: int | None = None,
-                 process_group=None):
+                 process_group=None, adapt_trajectory_length: bool = False,
+                 max_leapfrog_steps: int = 1000, trajectory_length: float | None = None):
         self._group = (None if process_group is None
                        else distributed.ChainGroup(process_group, "constructing the Sampler"))
         self._q = check_q0(q0)
@@ -155,7 +174,9 @@ class Sampler:
         self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1,
                                         LIMITS["kMaxLeapfrogSteps"])
         self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
-                                     pooled, adapt_windows)
+                                     pooled, adapt_windows, adapt_trajectory_length)
+        self.trajectory_length, self.max_leapfrog_steps = check_trajectory(
+            trajectory_length, max_leapfrog_steps, self.num_leapfrog_steps, self.warmup)
         self.jitter = check_jitter(jitter)
         check_step_size_fits(self.step_size, self.jitter, self.warmup, self._q)
         inverse_mass = check_inverse_mass(inverse_mass, self._q)
@@ -165,7 +186,7 @@ class Sampler:
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
         if self._group is not None:
-            self._group.check_arguments(self.chain_offset, pooled, checkpoint)
+            self._group.check_arguments(self.chain_offset, self.warmup.pooled, checkpoint)
         self._next = count("first_transition", first_transition, 0)
         if seed is not None and generator is not None:
             raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
@@ -196,7 +217,9 @@ class Sampler:
             adapt_mass_matrix=self.warmup.adapt_mass_matrix, pooled=self.warmup.pooled,
             jitter=self.jitter, inverse_mass=inverse_mass, adapt_windows=self.warmup.windows,
             out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every,
-            superchains=self.superchains)
+            superchains=self.superchains,
+            adapt_trajectory_length=self.warmup.adapt_trajectory_length,
+            max_leapfrog_steps=self.max_leapfrog_steps, trajectory_length=self.trajectory_length)
 
         chains, dim = self._q.shape
         f64 = dict(dtype=torch.float64, device=self._q.device)
@@ -224,8 +247,11 @@ class Sampler:
         per_chain_step = isinstance(self.step_size, torch.Tensor)
         per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
         if self.warmup.pooled and (per_chain_step or per_chain_mass):
-            raise ValueError("pooled=True adapts one step size and one inverse mass for all chains: "
-                             "pass a scalar step_size and an inverse_mass of shape [dim]")
+            what = ("adapt_trajectory_length=True (the pooled warm-up) adapts one trajectory "
+                    "length, step size and inverse mass" if self.warmup.adapt_trajectory_length
+                    else "pooled=True adapts one step size and one inverse mass")
+            raise ValueError(f"{what} for all chains: pass a scalar step_size and an "
+                             "inverse_mass of shape [dim]")
         shared = self.warmup.pooled or (self.warmup.num_warmup == 0 and not per_chain_step
                                         and not per_chain_mass)
         groups = 1 if shared else chains
@@ -233,8 +259,8 @@ class Sampler:
         if inverse_mass is not None:
             inverse_mass = inverse_mass.expand(groups, dim)
         return ChainKernel(self._q, target, step.expand(groups), inverse_mass, self.jitter,
-                           self.num_leapfrog_steps,
-                           self._key, self.chain_offset, self.warmup, self._next)
+                           self.num_leapfrog_steps, self._key, self.chain_offset, self.warmup,
+                           self._next, self.trajectory_length, self.max_leapfrog_steps)
 
     @property
     def _warmup_done(self) -> int:
@@ -548,6 +574,8 @@ class Sampler:
     def _result(self, hand_over: bool) -> SampleResult:
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
+        warm_gradients, gradients = self._chains.gradient_evaluations(self._warmup_done,
+                                                                      transitions)
         return SampleResult(
             samples=self._all_draws(hand_over) if self.keep_samples and self._out is None
             else None,
@@ -575,6 +603,10 @@ class Sampler:
             warmup=self.warmup,
             samples_path=None if self._out is None else str(self._out),
             superchains=self.superchains,
+            trajectory_length=self._chains.trajectory_length(),
+            max_leapfrog_steps=self.max_leapfrog_steps,
+            warmup_gradient_evaluations=warm_gradients,
+            sampling_gradient_evaluations=gradients,
         )
 
     # ---- internals ------------------------------------------------------------------------------
@@ -634,15 +666,18 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
            seed: int | None = None, generator: torch.Generator | None = None,
            progress: bool = True, chunk_size: int | None = None, chain_offset: int = 0,
            first_transition: int = 0, num_warmup: int = 0, target=None,
-           target_accept: float = 0.8, adapt_step_size: bool = True,
-           adapt_mass_matrix: bool = True, pooled: bool = False, jitter: float = 0.0,
+           target_accept: float | None = None, adapt_step_size: bool = True,
+           adapt_mass_matrix: bool = True, pooled: bool | None = None, jitter: float = 0.0,
            inverse_mass: torch.Tensor | None = None,
            adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
            checkpoint_every: float = 60.0, superchains: int | None = None,
-           process_group=None) -> SampleResult:
+           process_group=None, adapt_trajectory_length: bool = False,
+           max_leapfrog_steps: int = 1000,
+           trajectory_length: float | None = None) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
-    inverse mass; not returned) and then `num_samples` HMC transitions on the target (default
-    N(mu, I)), and returns the result.
+    inverse mass, and with ``adapt_trajectory_length=True`` the trajectory length by ChEES; not
+    returned) and then `num_samples` HMC transitions on the target (default N(mu, I)), and
+    returns the result.
 
     ``num_samples`` counts transitions (as NumPyro's and Stan's sample counts do); with thinning,
     about ``num_samples // thin`` draws are kept (exactly that when sampling starts at a multiple of
@@ -661,6 +696,7 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
                       inverse_mass=inverse_mass, adapt_windows=adapt_windows, out=out,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      superchains=superchains,
-                      process_group=process_group)
+                      superchains=superchains, process_group=process_group,
+                      adapt_trajectory_length=adapt_trajectory_length,
+                      max_leapfrog_steps=max_leapfrog_steps, trajectory_length=trajectory_length)
     return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy

@@ -6,6 +6,11 @@ chain (or shared by all), step-size jitter, and warm-up adaptation whose whole s
 (:class:`AdaptationState`) lives in tensors on the chains' device and is updated inside the op,
 so warm-up needs no host round trip per transition. N(mu, I) with one step size and unit mass is
 the same op with G = 1 and inverse mass 1 (bit for bit the seed sampler's transitions).
+
+Trajectories are a fixed number of leapfrog steps L, or a trajectory length T (given, or adapted
+by ChEES in a pooled warm-up): then each transition runs min(max_leapfrog_steps,
+max(1, ceil(w T / eps_t))) steps, w the chain's jitter (see :mod:`fused_hmc.sampling.warmup`),
+and the op counts every chain's steps, from which the result's gradient evaluations come.
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ class AdaptationState(NamedTuple):
     dual_averaging: [G, 3] float64, (s_bar, x_bar, mu) of Hoffman & Gelman's Algorithm 5 (the op
     resets it at every (re)start). window_mean, window_m2: [B, d] float64, the Welford moments of
     the current slow window. The last three exist during warm-up only (None after it).
+    chees: [8] float64, the ChEES state of a warm-up adapting the trajectory length (the op's
+    layout: T, moving average of log T, Adam m and v, beta1^k, beta2^k, k, 0); it stays after the
+    warm-up, when chees[0] is the adapted T sampling runs with. None without ChEES.
     """
 
     step_size: torch.Tensor
@@ -32,6 +40,7 @@ class AdaptationState(NamedTuple):
     dual_averaging: torch.Tensor | None = None
     window_mean: torch.Tensor | None = None
     window_m2: torch.Tensor | None = None
+    chees: torch.Tensor | None = None
 
 
 class RunStatistics(NamedTuple):
@@ -49,12 +58,16 @@ class ChainKernel:
 
     step_size: [G] float64 and inverse_mass: [G, d], G = 1 (shared) or B; both are copied. The
     warm-up (``settings.num_warmup`` transitions from global transition ``warmup_start``) adapts
-    them in place; sampling reads them.
+    them in place; sampling reads them. num_leapfrog_steps: L, or with a trajectory length the
+    initial length in steps (ChEES starts at T0 = L step_size); trajectory_length: a fixed T
+    (None: L steps, or ChEES's T when ``settings.adapt_trajectory_length``); max_leapfrog_steps:
+    the most steps a transition of length T runs.
     """
 
     def __init__(self, q: torch.Tensor, target, step_size: torch.Tensor,
                  inverse_mass: torch.Tensor | None, jitter: float, num_leapfrog_steps: int,
-                 key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int):
+                 key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int,
+                 trajectory_length: float | None = None, max_leapfrog_steps: int = 1000):
         self.target_name = target.op_name(q.dtype, q.device)
         self.target_tensors = target.op_tensors(q.dtype, q.device)
         self.target_scalars = target.op_scalars()
@@ -71,42 +84,95 @@ class ChainKernel:
         self.key, self.chain_offset = key, chain_offset
         self.settings, self.warmup_start = settings, warmup_start
         self.warmup_left = settings.num_warmup
-        self.state = AdaptationState(step, inv_mass)
+        self.chains = q.shape[0]
+        f64 = dict(dtype=torch.float64, device=q.device)
+        chees = None
+        if settings.adapt_trajectory_length:  # [T0, 0, 0, 0, 1, 1, 0, 0]: the op's initial state
+            chees = torch.tensor([0, 0, 0, 0, 1, 1, 0, 0], **f64)
+            chees[0] = step[0] * num_leapfrog_steps
+        self.fixed_length = trajectory_length
+        self.max_leapfrog_steps = max_leapfrog_steps
+        self._sampling_length = None  # ChEES's T, read once from the device when sampling starts
+        # Varying trajectories: each chain's leapfrog steps, counted by the op (warm-up, sampling).
+        varying = chees is not None or trajectory_length is not None
+        self.leapfrog_steps = ((torch.zeros(q.shape[0], dtype=torch.int64, device=q.device),
+                                torch.zeros(q.shape[0], dtype=torch.int64, device=q.device))
+                               if varying else None)
+        self.state = AdaptationState(step, inv_mass, chees=chees)
         if self.warmup_left:
-            f64 = dict(dtype=torch.float64, device=q.device)
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
-                                         torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64))
+                                         torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64),
+                                         chees)
 
     def _run(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
-             **kwargs) -> None:
+             trajectory: dict, **kwargs) -> None:
+        # With a trajectory length, the op's num_leapfrog_steps is the cap on steps.
         ops.run(q, self.target_name, self.target_tensors, self.target_scalars,
-                self.state.step_size, inv_mass, self.jitter, self.num_leapfrog_steps, self.key,
-                self.chain_offset, first, n, **kwargs)
+                self.state.step_size, inv_mass, self.jitter,
+                self.max_leapfrog_steps if trajectory else self.num_leapfrog_steps, self.key,
+                self.chain_offset, first, n, **trajectory, **kwargs)
 
     def warmup(self, q: torch.Tensor, first: int, n: int) -> None:
         """Warm-up transitions [first, first + n), which must be the next ones of the warm-up."""
         s = self.settings
-        self._run(q, first, n, self.state.inverse_mass, dual_averaging=self.state.dual_averaging,
+        if self.state.chees is not None:  # T = chees[0], adapted by the op after each transition
+            trajectory = dict(chees=self.state.chees, leapfrog_steps=self.leapfrog_steps[0])
+        else:
+            trajectory = self._length_arguments(0)
+        self._run(q, first, n, self.state.inverse_mass, trajectory,
+                  dual_averaging=self.state.dual_averaging,
                   window_mean=self.state.window_mean, window_m2=self.state.window_m2,
                   warmup_start=self.warmup_start, num_warmup=s.num_warmup, windows=s.windows,
                   target_accept=s.target_accept, adapt_step_size=s.adapt_step_size,
                   adapt_mass_matrix=s.adapt_mass_matrix)
         self.warmup_left -= n
-        if self.warmup_left == 0:  # the adaptation state is spent
-            self.state = AdaptationState(self.state.step_size, self.state.inverse_mass)
+        if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
+            self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,
+                                         chees=self.state.chees)
 
     def sample(self, q: torch.Tensor, first: int, n: int, thin: int, draws: torch.Tensor | None,
                stats: RunStatistics, kept_before: int) -> None:
         """Sampling transitions [first, first + n): draws [B, K, d] (or None) and stats."""
         inv_mass = self._unit if self.unit_mass else self.state.inverse_mass
-        self._run(q, first, n, inv_mass, thin=thin, kept_before=kept_before, samples=draws,
-                  mean=stats.mean, m2=stats.m2, accept_count=stats.accept_count,
-                  accept_prob_sum=stats.accept_prob_sum)
+        self._run(q, first, n, inv_mass, self._length_arguments(1), thin=thin,
+                  kept_before=kept_before, samples=draws, mean=stats.mean, m2=stats.m2,
+                  accept_count=stats.accept_count, accept_prob_sum=stats.accept_prob_sum)
+
+    def _length_arguments(self, phase: int) -> dict:
+        """The op's arguments for transitions of one fixed length: {} for L steps, else the length
+        T (the one given, or ChEES's final one) and the step counters of `phase` (0: warm-up,
+        1: sampling)."""
+        length = self.fixed_length
+        if self.state.chees is not None:
+            if self._sampling_length is None:  # one read from the device, after the warm-up
+                self._sampling_length = float(self.state.chees[0])
+            length = self._sampling_length
+        if length is None:
+            return {}
+        return dict(trajectory_length=length, leapfrog_steps=self.leapfrog_steps[phase])
+
+    def trajectory_length(self) -> float | None:
+        """The trajectory length T transitions run with now (ChEES's current or final one, or the
+        one given); None for a fixed number of steps."""
+        if self.state.chees is not None:
+            return float(self.state.chees[0])
+        return self.fixed_length
+
+    def gradient_evaluations(self, warmup_done: int, sampled: int) -> tuple[int, int]:
+        """Gradient evaluations of all chains together (warm-up, sampling) after `warmup_done`
+        warm-up and `sampled` sampling transitions: a transition of L leapfrog steps evaluates the
+        gradient L + 1 times (at its start, then after each step's drift)."""
+        if self.leapfrog_steps is None:
+            per_transition = (self.num_leapfrog_steps + 1) * self.chains
+            return per_transition * warmup_done, per_transition * sampled
+        warm, sampling = (int(t.sum()) for t in self.leapfrog_steps)
+        return warm + self.chains * warmup_done, sampling + self.chains * sampled
 
     def checkpoint_state(self) -> tuple[dict, dict]:
         """(tensors with their dimension names, integers) that change as the chains run: step
-        sizes, inverse masses, the warm-up left and, during warm-up, the dual averaging and window
-        moments. With the constructor's arguments they resume the adaptation exactly."""
+        sizes, inverse masses, the warm-up left, during warm-up the dual averaging and window
+        moments, with ChEES its state, and with trajectory lengths the chains' step counts. With
+        the constructor's arguments they resume the adaptation exactly."""
         s = self.state
         tensors = {"step_size": (s.step_size, ("group",)),
                    "inv_mass": (s.inverse_mass, ("group", "dim"))}
@@ -114,6 +180,11 @@ class ChainKernel:
             tensors.update(dual_averaging=(s.dual_averaging, ("group", "dual_averaging")),
                            window_mean=(s.window_mean, ("chain", "dim")),
                            window_m2=(s.window_m2, ("chain", "dim")))
+        if s.chees is not None:
+            tensors["chees"] = (s.chees, ("chees",))
+        if self.leapfrog_steps is not None:
+            tensors.update(warmup_leapfrog_steps=(self.leapfrog_steps[0], ("chain",)),
+                           sampling_leapfrog_steps=(self.leapfrog_steps[1], ("chain",)))
         return tensors, {"warmup_left": self.warmup_left}
 
     def load_checkpoint_state(self, tensors: dict, integers: dict) -> None:
@@ -123,12 +194,18 @@ class ChainKernel:
         s.step_size.copy_(tensors["step_size"])
         s.inverse_mass.copy_(tensors["inv_mass"])
         self.warmup_left = integers["warmup_left"]
+        if s.chees is not None:
+            s.chees.copy_(tensors["chees"])
+            self._sampling_length = None
+        if self.leapfrog_steps is not None:
+            self.leapfrog_steps[0].copy_(tensors["warmup_leapfrog_steps"])
+            self.leapfrog_steps[1].copy_(tensors["sampling_leapfrog_steps"])
         if self.warmup_left:
             s.dual_averaging.copy_(tensors["dual_averaging"])
             s.window_mean.copy_(tensors["window_mean"])
             s.window_m2.copy_(tensors["window_m2"])
         else:  # the adaptation had ended
-            self.state = AdaptationState(s.step_size, s.inverse_mass)
+            self.state = AdaptationState(s.step_size, s.inverse_mass, chees=s.chees)
 
     def step_sizes(self, q: torch.Tensor) -> torch.Tensor:
         return self.state.step_size.expand(q.shape[0]).clone()

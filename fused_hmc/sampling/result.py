@@ -47,7 +47,9 @@ class SampleResult(NamedTuple):
         num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
             next_transition counts them).
         target: the target sampled (a :mod:`fused_hmc.targets` Gaussian; N(mu, I) given as
-            ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the trajectory settings.
+            ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the trajectory settings
+            (num_leapfrog_steps: with a trajectory length, the initial length in steps of ChEES,
+            or unused).
         warmup: the warm-up's :class:`~fused_hmc.sampling.warmup.WarmupSettings` (asked for;
             num_warmup says how much of it ran).
         samples_path: where the draws are when they were streamed to disk (``out=``) instead of
@@ -57,6 +59,15 @@ class SampleResult(NamedTuple):
         superchains: K when the chains ran as K superchains (``superchains=K``: chains
             k M .. (k + 1) M - 1, M = chains / K, started from one point each), whose nested R-hat
             :meth:`summary` reports; None otherwise.
+        trajectory_length: the trajectory length T the transitions run with (after a warm-up
+            with ``adapt_trajectory_length=True``: the one ChEES adapted; or the one given):
+            a transition runs min(max_leapfrog_steps, max(1, ceil(w T / eps))) leapfrog steps,
+            w ~ U[0, 1) its jitter. Pass it back as ``trajectory_length=`` (with ``step_size``
+            and ``inverse_mass``) to continue. None for a fixed num_leapfrog_steps.
+        max_leapfrog_steps: the cap on a transition's steps when its length is a time.
+        warmup_gradient_evaluations, sampling_gradient_evaluations: gradient evaluations of all
+            chains together in the warm-up and in sampling: L + 1 per transition of L leapfrog
+            steps, L counted by the kernel per chain when the trajectory length is a time.
         global_summary: with a ``process_group``, the statistics of every rank's chains (a
             :class:`fused_hmc.sampling.distributed.GlobalSummary`: merged moments, summed
             acceptance, the draws of the first global chains for ESS / R-hat), which
@@ -89,6 +100,10 @@ class SampleResult(NamedTuple):
     samples_path: str | None = None
     superchains: int | None = None
     global_summary: object = None  # a distributed.GlobalSummary
+    trajectory_length: float | None = None
+    max_leapfrog_steps: int | None = None
+    warmup_gradient_evaluations: int | None = None
+    sampling_gradient_evaluations: int | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -167,6 +182,26 @@ class SampleResult(NamedTuple):
 
         plot_trace_rank(self, path, params=params, chains=chains, dpi=dpi)
 
+    def trajectory_lines(self) -> list[str]:
+        """The header lines on the trajectory and its cost: the trajectory length and step size
+        (when the length is a time), and the gradient evaluations (when counted)."""
+        lines = []
+        if self.trajectory_length is not None:
+            how = ("adapted by ChEES" if self.warmup is not None
+                   and self.warmup.adapt_trajectory_length else "given")
+            step = self.step_size.double()
+            eps = (f"step size {step[0].item():.4g}" if bool((step == step[0]).all())
+                   else f"step sizes {step.min().item():.4g} .. {step.max().item():.4g}")
+            lines.append(f"trajectory length {self.trajectory_length:.4g} ({how}), {eps}: "
+                         f"ceil(w T / eps) leapfrog steps, w ~ U[0, 1), at most "
+                         f"{self.max_leapfrog_steps}")
+        if self.sampling_gradient_evaluations is not None:
+            warm = (f"{self.warmup_gradient_evaluations:,} warm-up + " if self.num_warmup
+                    else "")
+            lines.append(f"gradient evaluations {warm}{self.sampling_gradient_evaluations:,} "
+                         "sampling (all chains)")
+        return lines
+
     def _draws_for_diagnostics(self, max_chains, max_dims):
         """The draws to diagnose: the in-memory tensor, or the streamed store's array (which
         diagnostics.diagnose slices before reading)."""
@@ -206,6 +241,8 @@ class SampleResult(NamedTuple):
         prob = self.mean_accept_prob.double().mean().item()
         print(f"acceptance rate {rate:.4f} (mean acceptance probability {prob:.4f})", file=out,
               flush=True)
+        for line in self.trajectory_lines():
+            print(line, file=out)
         if self.num_kept == 0:
             print("no draws kept yet", file=out)
             return

@@ -25,6 +25,9 @@ _TENSORS = {"mean": _CHAIN_DIM, "var": _CHAIN_DIM, "accept_count": _CHAIN,
             "step_size": _CHAIN, "inverse_mass": _CHAIN_DIM}
 _SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
             "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
+# Scalars files saved before the trajectory length and gradient counts existed lack (None then).
+_NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
+                  "sampling_gradient_evaluations")
 _TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
                                           targets_module.DiagonalGaussian,
                                           targets_module.DenseGaussian)}
@@ -103,7 +106,7 @@ def write_result_group(root, res: SampleResult) -> None:
     """Group ``fused_hmc`` of `root` (replacing an earlier one): every field but the draws."""
     if "fused_hmc" in root:
         del root["fused_hmc"]
-    attrs = {name: getattr(res, name) for name in _SCALARS}
+    attrs = {name: getattr(res, name) for name in _SCALARS + _NEWER_SCALARS}
     attrs.update(format=FORMAT, seed=str(res.seed), superchains=res.superchains,
                  samples=_samples_kind(res),
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
@@ -179,6 +182,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     tensors = storage.read_tensors(group, where)
     fields = {name: tensors.get(name) for name in _TENSORS}
     fields.update({name: attrs[name] for name in _SCALARS})
+    fields.update({name: attrs.get(name) for name in _NEWER_SCALARS})
     kind = attrs["samples"]
     if samples and kind == "none":
         raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")

@@ -38,11 +38,28 @@ not monotone in eps (trajectories that return close to their start are accepted 
 which also misleads dual averaging. Jitter (``jitter=0.2``: eps drawn in [0.8, 1.2] eps each
 transition) removes them and is recommended for these targets.
 
-The default ``target_accept`` is 0.8, Stan's ``adapt_delta`` and NumPyro's ``target_accept_prob``.
-Beskos, Pillai, Roberts, Sanz-Serna & Stuart (2013, Bernoulli 19) find 0.651 optimal for static HMC
-as d -> infinity on product targets, with efficiency varying slowly around it; 0.8 spends a few
-more leapfrog steps per effective draw there and keeps a margin for targets whose curvature varies
-(and is what users of Stan and NumPyro expect).
+The default ``target_accept`` is 0.8 (0.651 with ChEES, below), Stan's ``adapt_delta`` and
+NumPyro's ``target_accept_prob``. Beskos, Pillai, Roberts, Sanz-Serna & Stuart (2013, Bernoulli
+19) find 0.651 optimal for static HMC as d -> infinity on product targets, with efficiency
+varying slowly around it; 0.8 spends a few more leapfrog steps per effective draw there and keeps
+a margin for targets whose curvature varies (and is what users of Stan and NumPyro expect).
+
+Trajectory length (``adapt_trajectory_length=True``): ChEES (Hoffman, Radul & Sountsov 2021, "An
+Adaptive MCMC Scheme for Setting Trajectory Lengths in Hamiltonian Monte Carlo", AISTATS), as
+BlackJAX's ``chees_adaptation`` forms it, inside the op (csrc/math/trajectory_adaptation.h). Each
+transition runs L = min(max_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, with w
+uniform on [0, 1) from the chain's philox stream (a fresh jitter per chain and transition;
+BlackJAX shares one Halton number across chains instead) and eps_t the transition's (jittered)
+step size. After every warm-up transition the op forms, from all chains, the gradient of the
+ChEES criterion (the change in the ensemble's centred squared norm) with respect to log T,
+weighted by the acceptance probabilities, takes one Adam step on log T (learning rate 0.025,
+step clipped to +-0.35) and sets T to the exponential of the moving average of log T (weight
+k^-1/2 after k updates), clipped to [eps, max_leapfrog_steps eps] at the next step size. Warm-up
+starts at T0 = num_leapfrog_steps * step_size and sampling runs with the final T (its jitter
+too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
+implies ``pooled=True``; its default ``target_accept`` is the paper's 0.651 (Beskos et al.'s
+optimum, above). On a Gaussian with the mass adapted the criterion peaks at T = 2.2467 (in the
+preconditioned scale; tests/unit/test_chees.py derives it).
 """
 from __future__ import annotations
 
@@ -53,26 +70,47 @@ from dataclasses import dataclass
 from .._limits import LIMITS, STAN_WINDOWS
 
 MAX_WARMUP = LIMITS["kMaxWarmupLength"]
+TARGET_ACCEPT = 0.8  # Stan's adapt_delta, NumPyro's target_accept_prob
+CHEES_TARGET_ACCEPT = 0.651  # the ChEES paper's (and BlackJAX's) default
 
 
 @dataclass(frozen=True)
 class WarmupSettings:
-    """How warm-up adapts. num_warmup: iterations (0 = none); target_accept in (0, 1);
-    adapt_step_size, adapt_mass_matrix: what to adapt; pooled: one step size and one inverse mass
-    for all chains (from all chains' statistics) instead of one per chain; windows:
-    (init_buffer, base_window, term_buffer), Stan's (75, 25, 50)."""
+    """How warm-up adapts. num_warmup: iterations (0 = none); target_accept in (0, 1) (None:
+    0.651 with adapt_trajectory_length, else 0.8); adapt_step_size, adapt_mass_matrix: what to
+    adapt; pooled: one step size and one inverse mass for all chains (from all chains'
+    statistics) instead of one per chain (None: True with adapt_trajectory_length, else False);
+    windows: (init_buffer, base_window, term_buffer), Stan's (75, 25, 50);
+    adapt_trajectory_length: ChEES adapts one trajectory length for all chains (needs
+    num_warmup > 0 and the pooled warm-up)."""
 
     num_warmup: int = 0
-    target_accept: float = 0.8
+    target_accept: float | None = None
     adapt_step_size: bool = True
     adapt_mass_matrix: bool = True
-    pooled: bool = False
+    pooled: bool | None = None
     windows: tuple[int, int, int] = STAN_WINDOWS
+    adapt_trajectory_length: bool = False
 
     def __post_init__(self):
         n = self.num_warmup
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
             raise ValueError(f"num_warmup must be an integer >= 0, got {n!r}")
+        chees = self.adapt_trajectory_length
+        if not isinstance(chees, bool):
+            raise TypeError(f"adapt_trajectory_length must be True or False, got {chees!r}")
+        if chees and self.pooled is False:
+            raise ValueError("adapt_trajectory_length=True adapts one trajectory length, step "
+                             "size and inverse mass for all chains (the pooled warm-up): it "
+                             "cannot go with pooled=False (per-chain adaptation)")
+        if chees and n == 0:
+            raise ValueError("adapt_trajectory_length=True adapts the trajectory length during "
+                             "warm-up: give num_warmup > 0")
+        if self.pooled is None:
+            object.__setattr__(self, "pooled", chees)
+        if self.target_accept is None:
+            object.__setattr__(self, "target_accept",
+                               CHEES_TARGET_ACCEPT if chees else TARGET_ACCEPT)
         a = self.target_accept
         if (isinstance(a, bool) or not isinstance(a, numbers.Real) or not math.isfinite(a)
                 or not 0 < a < 1):

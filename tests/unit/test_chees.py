@@ -1,0 +1,177 @@
+"""ChEES through ``sample`` / ``Sampler`` (adapt_trajectory_length=True) and fixed trajectory
+lengths (trajectory_length=): reproducibility and chunking bit for bit, the ChEES state's
+contract, checkpoints and saved results, the step counts behind the gradient evaluations, the
+report, and bad input. The statistical properties (moments, the adapted length against the
+criterion's peak, posteriordb) are in tests/statistical/test_chees.py."""
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+import fused_hmc
+from fused_hmc import cli
+from fused_hmc.targets import DiagonalGaussian
+
+from .test_sampler import assert_results_equal
+from .test_sampler_ctrl_c import _sigint_after_call, sigint_handler  # noqa: F401 - a fixture
+
+TARGET = DiagonalGaussian(torch.linspace(-1, 1, 4), torch.logspace(-1, 1, 4))
+CHEES = dict(num_warmup=60, adapt_trajectory_length=True, jitter=0.1, target=TARGET,
+             step_size=0.05, num_leapfrog_steps=4)
+
+
+def _q0(chains=8, dim=4, dtype=torch.float64, key=0):
+    return torch.randn(chains, dim, generator=torch.Generator().manual_seed(key), dtype=dtype)
+
+
+def _run(q0, n, **kw):
+    kw.setdefault("seed", 1234)
+    kw.setdefault("progress", False)
+    return fused_hmc.sample(q0, n, **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_chees_runs_are_reproducible_and_chunking_changes_no_bit(device, dtype):
+    """The same seed gives the same bits; so does any split of the warm-up and sampling into op
+    calls (the ChEES state persists across the warm-up's calls in a tensor on the device), and a
+    Sampler run in two parts."""
+    q0 = _q0(dtype=dtype).to(device)
+    one_call = _run(q0, 20, chunk_size=60, **CHEES)  # the warm-up in one call, sampling in one
+    assert_results_equal(_run(q0, 20, chunk_size=60, **CHEES), one_call)
+    assert_results_equal(_run(q0, 20, chunk_size=7, **CHEES), one_call)
+    assert_results_equal(_run(q0, 20, **CHEES), one_call)  # chunks grown by the planner
+    sampler = fused_hmc.Sampler(q0, seed=1234, progress=False, chunk_size=13, **CHEES)
+    sampler.run(5)
+    assert_results_equal(sampler.run(15), one_call)
+    assert one_call.trajectory_length is not None and one_call.interrupted is False
+
+
+def test_the_chees_state_follows_the_op_contract(device):
+    """Warm-up starts from [T0, 0, 0, 0, 1, 1, 0, 0] with T0 = num_leapfrog_steps * step_size;
+    after W warm-up transitions (every gradient finite here) the op has made W Adam updates
+    (k = W, beta1^W and beta2^W, formed by repeated float64 products as Python forms them), and
+    T = chees[0] lies in [eps, max_leapfrog_steps eps] at the final step size; sampling runs
+    with it (the result's trajectory_length)."""
+    sampler = fused_hmc.Sampler(_q0().to(device), seed=5, progress=False, **CHEES)
+    state = sampler._chains.state
+    assert state.chees.dtype == torch.float64 and state.chees.device == sampler.device
+    expected = torch.tensor([4 * 0.05, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
+    assert torch.equal(state.chees.cpu(), expected)
+    res = sampler.run(10)
+    chees = sampler._chains.state.chees.cpu()
+    beta1, beta2 = 1.0, 1.0
+    for _ in range(60):
+        beta1, beta2 = beta1 * 0.9, beta2 * 0.999
+    assert (chees[6].item(), chees[4].item(), chees[5].item()) == (60.0, beta1, beta2)
+    eps = res.step_size[0].item()
+    assert bool((res.step_size == eps).all())  # pooled: one step size
+    assert eps <= res.trajectory_length <= 1000 * eps and res.trajectory_length == chees[0].item()
+    assert sampler._chains.state.dual_averaging is None  # the rest of the warm-up state is spent
+    assert res.warmup.pooled and res.warmup.target_accept == 0.651 and res.max_leapfrog_steps == 1000
+
+
+def test_a_chees_checkpoint_resumes_bit_for_bit(sigint_handler, monkeypatch, tmp_path):  # noqa: F811
+    """Ctrl-C in the warm-up and again in sampling writes checkpoints (the ChEES state and the
+    step counts in them) from which new samplers finish with the uninterrupted result."""
+    q0, ck = _q0(), tmp_path / "run.ckpt"
+    run = dict(CHEES, chunk_size=10)
+    whole = _run(q0, 20, **run)
+    for mode, call, done in (("warmup", 2, 20), ("sampling", 1, 70)):
+        _sigint_after_call(monkeypatch, mode, call=call)
+        res = _run(q0, 20, checkpoint=ck, checkpoint_every=3600, **run)
+        assert res.interrupted and res.next_transition == done
+        monkeypatch.undo()
+        sampler = fused_hmc.Sampler.from_checkpoint(ck)
+        assert_results_equal(sampler.result(), res)
+        assert_results_equal(sampler.run(), whole)
+
+
+def test_saved_results_keep_the_trajectory_fields(tmp_path):
+    res = _run(_q0(), 12, **CHEES)
+    res.save(tmp_path / "res.zarr")
+    back = fused_hmc.load(tmp_path / "res.zarr")
+    assert_results_equal(back, res)
+    assert back.warmup.adapt_trajectory_length and back.trajectory_length == res.trajectory_length
+
+
+def test_a_length_below_one_step_or_above_the_cap_is_that_many_fixed_steps(device):
+    """T < eps gives ceil(w T / eps) <= 1: every transition one leapfrog step, the very draws of
+    num_leapfrog_steps=1 (the jitter w is a word of its own in the stream, so nothing else
+    moves); T above max_leapfrog_steps eps runs the cap, the draws of num_leapfrog_steps=3. The
+    gradient evaluations are L + 1 per transition and chain, counted by the op."""
+    q0, common = _q0().to(device), dict(step_size=0.3, target=TARGET)
+    for steps, length in ((1, 0.2), (3, 1e6)):
+        fixed = _run(q0, 30, num_leapfrog_steps=steps, **common)
+        timed = _run(q0, 30, trajectory_length=length, max_leapfrog_steps=3, **common)
+        assert torch.equal(timed.samples, fixed.samples) and timed.trajectory_length == length
+        assert timed.sampling_gradient_evaluations == (steps + 1) * 8 * 30
+        assert fixed.sampling_gradient_evaluations == (steps + 1) * 8 * 30
+        assert fixed.trajectory_length is None and fixed.warmup_gradient_evaluations == 0
+
+
+def test_the_jittered_step_counts_are_uniform():
+    """T = 8 eps, no step jitter: L = max(1, ceil(8 w)), w uniform on [0, 1) (float32 words on
+    the 2^-24 grid, which 8 divides), so L is uniform on 1..8: mean 4.5, variance 63 / 12. Over
+    N = 64 chains x 200 transitions the mean of L is normal within z = 5.33 sd
+    (two-sided 1e-7) of 4.5: |mean - 4.5| <= 5.33 sqrt(5.25 / N) = 0.108. A w not uniform, or a
+    w shared by the chains or transitions, fails it."""
+    chains, n = 64, 200
+    res = _run(_q0(chains=chains), n, step_size=0.25, trajectory_length=2.0, target=TARGET,
+               keep_samples=False)
+    mean_steps = res.sampling_gradient_evaluations / (chains * n) - 1
+    assert abs(mean_steps - 4.5) <= 5.33 * math.sqrt(63 / 12 / (chains * n)), mean_steps
+
+
+def test_summary_and_cli_report_the_trajectory_and_its_cost(capsys):
+    res = _run(_q0(), 12, **CHEES)
+    out = io.StringIO()
+    res.summary(file=out)
+    text = out.getvalue()
+    assert f"trajectory length {res.trajectory_length:.4g} (adapted by ChEES)" in text, text
+    assert (f"gradient evaluations {res.warmup_gradient_evaluations:,} warm-up + "
+            f"{res.sampling_gradient_evaluations:,} sampling") in text, text
+    code = cli.main(["sample", "--chains", "16", "--dim", "4", "--samples", "20", "--warmup", "60",
+                     "--device", "cpu", "--no-progress", "--adapt-trajectory-length",
+                     "--max-leapfrog-steps", "50"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "pooled adaptation toward acceptance 0.651" in out, out
+    assert "ChEES-adapted length T =" in out and "at most 50" in out, out
+    assert "gradients" in out and "in warm-up" in out, out
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(pooled=False), ValueError, "pooled=False"),
+    (dict(num_warmup=0), ValueError, "num_warmup > 0"),
+    (dict(adapt_trajectory_length="yes"), TypeError, "adapt_trajectory_length must be"),
+    (dict(max_leapfrog_steps=0), ValueError, "max_leapfrog_steps must be >= 1"),
+    (dict(max_leapfrog_steps=2.5), TypeError, "max_leapfrog_steps must be an integer"),
+    (dict(num_leapfrog_steps=20, max_leapfrog_steps=10), ValueError,
+     "num_leapfrog_steps = 20 .* exceeds max_leapfrog_steps = 10"),
+    (dict(trajectory_length=1.0), ValueError, "pass one or the other"),
+    (dict(step_size=torch.full((8,), 0.1)), ValueError,
+     "adapt_trajectory_length=True .* pass a scalar step_size"),
+    (dict(inverse_mass=torch.ones(8, 4)), ValueError,
+     "adapt_trajectory_length=True .* inverse_mass of shape"),
+])
+def test_bad_chees_input_is_named(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _run(_q0(), 4, **(CHEES | kwargs))
+
+
+@pytest.mark.parametrize("length", [0.0, -1.0, math.nan, math.inf, True, "1"])
+def test_a_bad_trajectory_length_is_named(length):
+    with pytest.raises(ValueError, match="trajectory_length must be a finite number > 0"):
+        _run(_q0(), 4, trajectory_length=length)
+
+
+def test_bad_chees_flags_are_named(capsys):
+    for argv, flag in ((["--max-leapfrog-steps", "0"], "--max-leapfrog-steps"),
+                       (["--adapt-trajectory-length"], "--warmup")):
+        code = cli.main(["sample", "--chains", "4", "--dim", "2", "--samples", "5", "--device",
+                         "cpu", "--no-progress", *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and flag in err, err
