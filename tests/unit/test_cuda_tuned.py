@@ -179,3 +179,83 @@ def test_dense_above_the_limit_is_refused_on_cuda():
         ops.run(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
                 device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0, 1,
                 **dict(zip(STATISTICS, buffers)))
+
+
+# Jittered trajectories and ChEES (math/trajectory_adaptation.h). A transition's leapfrog steps
+# L = min(cap, max(1, ceil(w T / eps_t))) come from exactly computed quantities (the stream's word
+# z, the float64 step size), so both builds run the same L: leapfrog_steps agree exactly. ChEES's
+# update feeds T back into L's ceil, which turns a rounding difference into a different L once
+# w T / eps_t lands near an integer; so whole ChEES warm-ups are compared over a few transitions,
+# and checked for bitwise reproducibility on the device.
+TRAJECTORY_SHAPES = [("standard", 37, 3), ("diagonal", 300, 64), ("diagonal", 5, 130),
+                     ("dense", 37, 5), ("dense", 4, 130)]
+
+
+@pytest.mark.parametrize("kind, chains, dim", TRAJECTORY_SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_jittered_trajectories_agree_with_cpu(kind, chains, dim, dtype):
+    """Sampling with trajectory_length T = 1.3: chains of one warp (and of one block, for the dense
+    target's barriers) run different numbers of steps."""
+    target = make_target(kind, dim)
+    q, step, inv_mass = _state(chains, dim, dtype, 1, key=5)
+    out = []
+    for device in ("cpu", "cuda"):
+        qd, sd, md = [t.to(device, copy=True) for t in (q, step, inv_mass)]
+        steps = torch.zeros(chains, dtype=torch.int64, device=device)
+        buffers = stat_buffers(chains, dim, device=device)
+        ops.run(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
+                sd, md, 0.1, 40, 11, 0, 0, 6, mean=buffers[0], m2=buffers[1],
+                accept_count=buffers[2], accept_prob_sum=buffers[3], trajectory_length=1.3,
+                leapfrog_steps=steps)
+        out.append([t.cpu() for t in (qd, *buffers, steps)])
+    assert_agree(*out, ["q", "mean", "m2", "accept_count", "accept_prob_sum", "steps"], dtype)
+    per_transition = out[1][-1].double() / 6
+    assert per_transition.min() >= 1 and per_transition.max() <= 40
+    assert len(set(out[1][-1].tolist())) > 1  # the jitter varies the steps between chains
+
+
+def _chees_warmup(device, q, target, step, inv_mass, calls, num_warmup, adapt=(True, True)):
+    q, step, inv_mass = [t.to(device, copy=True) for t in (q, step, inv_mass)]
+    chains, dim = q.shape
+    f64 = dict(dtype=torch.float64, device=device)
+    da = torch.zeros(1, 3, **f64)
+    wm, wm2 = torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64)
+    chees = torch.tensor([8 * step.item(), 0, 0, 0, 1, 1, 0, 0], **f64)
+    steps = torch.zeros(chains, dtype=torch.int64, device=device)
+    tensors = target.op_tensors(q.dtype, q.device)
+    first = 0
+    for n in calls:
+        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, 0.0, 100, 5,
+                0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
+                num_warmup=num_warmup, windows=[10, 10, 10], target_accept=0.651,
+                adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1], chees=chees,
+                leapfrog_steps=steps)
+        first += n
+    return [t.cpu() for t in (q, step, inv_mass, da, wm, wm2, chees, steps)]
+
+
+CHEES_NAMES = ["q", "step_size", "inv_mass", "dual_averaging", "window_mean", "window_m2",
+               "chees", "leapfrog_steps"]
+
+
+@pytest.mark.parametrize("kind, chains, dim", TRAJECTORY_SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chees_warmup_agrees_with_cpu(kind, chains, dim, dtype):
+    """Four pooled ChEES transitions in two calls, step size and mass adapted too: the ChEES state
+    (T, its average, Adam's moments, the update count) as the CPU's."""
+    target = make_target(kind, dim)
+    q, step, inv_mass = _state(chains, dim, dtype, 1, key=9)
+    cpu, cuda = [_chees_warmup(device, q, target, step, inv_mass, [1, 3], 60)
+                 for device in ("cpu", "cuda")]
+    assert_agree(cpu, cuda, CHEES_NAMES, dtype)
+    assert cuda[6][6].item() == 4 and cuda[6][0].item() != 8 * step.item()  # 4 updates moved T
+
+
+def test_chees_warmup_is_reproducible_with_more_tiles_than_resident_blocks():
+    """20000 chains x 64 (1250 tiles over the resident blocks), 30 ChEES transitions: bitwise the
+    same twice, and the trajectory length moved."""
+    target = make_target("diagonal", 64)
+    q, step, inv_mass = _state(20000, 64, torch.float64, 1, key=3)
+    first, again = [_chees_warmup("cuda", q, target, step, inv_mass, [30], 30) for _ in range(2)]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert first[6][6].item() == 30
