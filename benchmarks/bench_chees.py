@@ -1,0 +1,276 @@
+"""ChEES side by side (issue 15 item 5): fused_hmc's in-kernel ChEES against BlackJAX 1.7.1's
+``chees_adaptation(..., mass_matrix_estimation="diagonal")`` + ``dynamic_hmc`` on the same targets,
+chains, starts, warm-up and draw counts.
+
+Targets: an ill-conditioned diagonal Gaussian (d = 64, mean linspace(-3, 3), sd logspace 0.01 ..
+100, chains started at N(0, I)), eight schools (posteriordb's non-centred form) and diamonds
+(brms linear regression, 26 parameters, 5,000 rows), the models started as Stan does (uniform in
+[-2, 2]).
+
+Both samplers: target acceptance 0.651, initial step size 0.1, one step size, diagonal inverse mass
+and trajectory length for all chains adapted over `warmup` transitions, then `draws` draws kept.
+fused_hmc: ``sample(..., adapt_trajectory_length=True)`` (initial length num_leapfrog_steps *
+step_size = 1.0, at most 1000 steps; dual averaging with Stan's windows; trajectory jitter from
+each chain's philox stream), the chains in the fused kernels. BlackJAX: Adam(0.025) on log T, its
+Halton jitter, the diagonal mass from the last half of warm-up, as its documentation runs it
+(warm-up by ``run``, sampling a ``lax.scan`` of the vmapped ``dynamic_hmc`` step, the two in one
+``jax.jit``, timed after a compiling call, so that no tracing or compilation is timed).
+
+Reported per sampler: wall time of warm-up + sampling together (after one untimed run that compiles
+everything), gradient evaluations as each implementation spends them (fused_hmc: L + 1 per
+transition, from the kernel's per-chain step counts; BlackJAX: L per transition, its state caching
+the start's gradient, from its info's num_integration_steps), the smallest bulk ESS over the
+reported parameters (arviz-stats, on the first ESS_CHAINS chains, scaled to all chains: the chains
+are exchangeable), ESS per gradient evaluation and per second, the adapted step size and
+trajectory length, and the worst |mean - reference| / reference sd (exact for the Gaussian,
+posteriordb for the models).
+
+    python benchmarks/prebuild_models.py eight_schools:hand:f32 diamonds:hand:f32   # on the GPU
+    python benchmarks/bench_chees.py [--targets gaussian64 eight_schools diamonds] [--no-jax]
+    FUSED_HMC_BENCH_DEVICE=cpu python benchmarks/bench_chees.py --no-jax   # a CPU dry run
+
+The CPU dry run uses tiny sizes (--chains etc. still override them) and skips nothing else.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+DEVICE = os.environ.get("FUSED_HMC_BENCH_DEVICE", "cuda")  # "cpu": a dry run of this script
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TARGET_ACCEPT, STEP_SIZE, INITIAL_STEPS, MAX_STEPS = 0.651, 0.1, 10, 1000
+ESS_CHAINS = 256
+# (chains, warm-up, draws) per target on the GPU, and for the CPU dry run.
+SIZES = {"gaussian64": (4096, 1000, 1000), "eight_schools": (4096, 1000, 1000),
+         "diamonds": (512, 1000, 1000)}
+DRY_SIZES = {"gaussian64": (16, 200, 50), "eight_schools": (16, 200, 50),
+             "diamonds": (4, 30, 10)}
+
+
+class Problem:
+    """A target for both samplers: fused_hmc's target, a JAX log density, the starts, the
+    reported parameters and their reference means and sds."""
+
+    def __init__(self, name: str):
+        from fused_hmc import models
+        from fused_hmc.targets import DiagonalGaussian
+
+        self.name = name
+        if name == "gaussian64":
+            mean = torch.linspace(-3.0, 3.0, 64, dtype=torch.float64)
+            scale = torch.logspace(-2, 2, 64, dtype=torch.float64)
+            self.model, self.target = None, DiagonalGaussian(mean, scale)
+            self.ref_mean, self.ref_sd = mean.numpy(), scale.numpy()
+        else:
+            from fused_hmc.validation.posteriordb import load_reference
+
+            self.model = getattr(models, name)()
+            self.target = self.model.target(gradient=True)
+            ref = load_reference(self.model.posteriordb)
+            self.ref_mean, self.ref_sd = np.asarray(ref.mean), np.asarray(ref.sd)
+
+    @property
+    def dim(self) -> int:
+        return self.target.dim
+
+    def starts(self, chains: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(0)
+        if self.model is None:
+            return torch.randn(chains, self.dim, generator=gen, dtype=torch.float64)
+        return self.model.initial_point(chains, generator=gen)
+
+    def reported(self, x: np.ndarray) -> np.ndarray:
+        """Unconstrained draws [chain, draw, d] -> the reported parameters, in the reference's
+        order (a model's constrained ones)."""
+        if self.model is None:
+            return x
+        return self.model.constrained_values(torch.from_numpy(x)).numpy()
+
+    def jax_logdensity(self):
+        import jax.numpy as jnp
+
+        if self.name == "gaussian64":
+            mu = jnp.asarray(self.ref_mean, dtype=jnp.float32)
+            scale = jnp.asarray(self.ref_sd, dtype=jnp.float32)
+            return lambda x: -0.5 * jnp.sum(((x - mu) / scale) ** 2)
+        data = {k: jnp.asarray(np.asarray(v, dtype=np.float32)) for k, v in self.model.data.items()}
+        if self.name == "eight_schools":
+            y, sigma = data["y"], data["sigma"]
+
+            def eight_schools(x):
+                mu, log_tau = x[8], x[9]
+                tau = jnp.exp(log_tau)
+                lp = -0.5 * (mu / 5.0) ** 2 - jnp.log1p((tau / 5.0) ** 2) + log_tau
+                z = (y - (mu + tau * x[:8])) / sigma
+                return lp - 0.5 * jnp.sum(x[:8] ** 2) - 0.5 * jnp.sum(z ** 2)
+
+            return eight_schools
+        Xc, Y = data["Xc"], data["Y"]
+        K, N = Xc.shape[1], Xc.shape[0]
+
+        def diamonds(x):  # fused_hmc.models.diamonds' density
+            b, intercept, log_sigma = x[:K], x[K], x[K + 1]
+            sigma = jnp.exp(log_sigma)
+            r = Y - intercept - Xc @ b
+            u, s = (intercept - 8.0) / 10.0, sigma / 10.0
+            return (-0.5 * jnp.sum(b * b) - 2.0 * jnp.log1p(u * u / 3.0)
+                    - 2.0 * jnp.log1p(s * s / 3.0) + (1.0 - N) * log_sigma
+                    - 0.5 * jnp.sum(r * r) / (sigma * sigma))
+
+        return diamonds
+
+
+def summarise(problem: Problem, draws: np.ndarray, seconds: float, gradients: int) -> dict:
+    """draws [chain, draw, d] unconstrained, float64."""
+    from arviz_stats.base import array_stats
+
+    x = problem.reported(draws)
+    first = x[:ESS_CHAINS]
+    ess = np.asarray(array_stats.ess(first, chain_axis=0, draw_axis=1, method="bulk"))
+    ess = ess * x.shape[0] / first.shape[0]  # exchangeable chains: ESS grows with their number
+    means = x.reshape(-1, x.shape[-1]).mean(0)
+    worst = float(np.max(np.abs(means - problem.ref_mean) / problem.ref_sd))
+    min_ess = float(ess.min())
+    return {"wall_s": seconds, "gradient_evaluations": int(gradients), "min_bulk_ess": min_ess,
+            "ess_per_gradient": min_ess / gradients, "ess_per_second": min_ess / seconds,
+            "worst_mean_error_sd": worst}
+
+
+def _sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def fused(problem: Problem, chains: int, warmup: int, draws: int, dtype: torch.dtype) -> dict:
+    import fused_hmc
+
+    q0 = problem.starts(chains).to(DEVICE, dtype)
+
+    def run(seed):
+        _sync()
+        start = time.perf_counter()
+        res = fused_hmc.sample(q0, draws, target=problem.target, num_warmup=warmup, seed=seed,
+                               adapt_trajectory_length=True, target_accept=TARGET_ACCEPT,
+                               step_size=STEP_SIZE, num_leapfrog_steps=INITIAL_STEPS,
+                               max_leapfrog_steps=MAX_STEPS, progress=False)
+        _sync()
+        return res, time.perf_counter() - start
+
+    run(1)  # compiles the target and loads everything
+    res, wall = run(2)
+    gradients = res.warmup_gradient_evaluations + res.sampling_gradient_evaluations
+    out = summarise(problem, res.samples.double().cpu().numpy(), wall, gradients)
+    return out | {"warmup_gradient_evaluations": res.warmup_gradient_evaluations,
+                  "step_size": float(res.step_size[0]),
+                  "trajectory_length": res.trajectory_length,
+                  "accept": float(res.mean_accept_prob.mean())}
+
+
+def blackjax(problem: Problem, chains: int, warmup: int, draws: int) -> dict:
+    import blackjax as bj
+    import jax
+    import optax
+    from blackjax.adaptation.base import get_filter_adapt_info_fn
+
+    logdensity = problem.jax_logdensity()
+    q0 = jax.numpy.asarray(problem.starts(chains).float().numpy())
+
+    def go(key):  # warm-up and sampling, one jitted computation
+        k_warm, k_sample = jax.random.split(key)
+        warm = bj.chees_adaptation(logdensity, chains, target_acceptance_rate=TARGET_ACCEPT,
+                                   max_leapfrog_steps=MAX_STEPS,
+                                   mass_matrix_estimation="diagonal",
+                                   # keep only the step counts of the warm-up's transitions
+                                   adaptation_info_fn=get_filter_adapt_info_fn(
+                                       info_keys={"num_integration_steps"}))
+        (states, params), info = warm.run(k_warm, q0, step_size=STEP_SIZE,
+                                          optim=optax.adam(0.025), num_steps=warmup,
+                                          max_sampling_steps=draws)
+        kernel = bj.dynamic_hmc(logdensity, **params).step
+
+        def one(states, key):
+            states, step_info = jax.vmap(kernel)(jax.random.split(key, chains), states)
+            return states, (states.position, step_info.num_integration_steps,
+                            step_info.acceptance_rate)
+
+        _, (positions, steps, accept) = jax.lax.scan(one, states,
+                                                     jax.random.split(k_sample, draws))
+        return (positions, info.info.num_integration_steps, steps, accept, params["step_size"],
+                params["integration_steps_params"][0])
+
+    run = jax.jit(go)
+    jax.block_until_ready(run(jax.random.key(1)))  # compiles
+    start = time.perf_counter()
+    out = jax.block_until_ready(run(jax.random.key(2)))
+    wall = time.perf_counter() - start
+    positions, warm_steps, steps, accept, step_size, mean_steps = (np.asarray(v) for v in out)
+    x = np.transpose(positions, (1, 0, 2)).astype(np.float64)  # [chain, draw, d]
+    warm_gradients = int(warm_steps.sum()) + chains  # + each chain's initial gradient
+    gradients = warm_gradients + int(steps.sum())
+    result = summarise(problem, x, wall, gradients)
+    return result | {"warmup_gradient_evaluations": warm_gradients,
+                     "step_size": float(step_size),
+                     "trajectory_length": float(mean_steps) * float(step_size),
+                     "accept": float(accept.mean())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--chains", type=int, default=None, help="every target's (default: SIZES)")
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--draws", type=int, default=None)
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                        help="fused_hmc's chains (BlackJAX runs float32)")
+    parser.add_argument("--no-jax", action="store_true", help="fused_hmc only")
+    parser.add_argument("--out", default=None, help="a JSON file for the results")
+    args = parser.parse_args()
+    sizes = DRY_SIZES if DEVICE == "cpu" else SIZES
+    dtype = getattr(torch, args.dtype)
+    results = {}
+    for name in args.targets:
+        chains, warmup, draws = sizes[name]
+        chains, warmup, draws = (args.chains or chains, args.warmup or warmup,
+                                 args.draws or draws)
+        problem = Problem(name)
+        rows = {f"fused_hmc ChEES {args.dtype}": fused(problem, chains, warmup, draws, dtype)}
+        print(name, rows, flush=True)
+        if not args.no_jax:
+            key = "blackjax 1.7.1 chees_adaptation(diagonal) + dynamic_hmc float32"
+            try:
+                rows[key] = blackjax(problem, chains, warmup, draws)
+            except Exception as exc:  # noqa: BLE001 - report the anchor's failure, keep ours
+                rows[key] = {"error": repr(exc)}
+            print(name, key, rows[key], flush=True)
+        results[name] = {"chains": chains, "warmup": warmup, "draws": draws, "rows": rows}
+    print(f"\n{'target':14s} {'sampler':22s} {'wall s':>8s} {'gradients':>10s} {'min ESS':>9s} "
+          f"{'ESS/grad':>9s} {'ESS/s':>9s} {'eps':>7s} {'T':>7s} {'worst':>6s}")
+    for name, block in results.items():
+        for sampler, r in block["rows"].items():
+            if "wall_s" not in r:
+                print(f"{name:14s} {sampler[:22]:22s} {r}")
+                continue
+            print(f"{name:14s} {sampler[:22]:22s} {r['wall_s']:8.3f} "
+                  f"{r['gradient_evaluations']:10.3g} {r['min_bulk_ess']:9.3g} "
+                  f"{r['ess_per_gradient']:9.2e} {r['ess_per_second']:9.3g} "
+                  f"{r['step_size']:7.3g} {r['trajectory_length']:7.3g} "
+                  f"{r['worst_mean_error_sd']:6.3f}")
+    if args.out:
+        from timing import environment
+
+        with open(args.out, "w") as f:
+            json.dump({"environment": environment("python benchmarks/bench_chees.py"),
+                       "device": DEVICE, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
