@@ -150,10 +150,15 @@ class ChainGroup:
         self.chains = 0  # every rank's chains, once layout() has run
 
     @staticmethod
-    def check_arguments(chain_offset: int, pooled: bool, checkpoint) -> None:
+    def check_arguments(chain_offset: int, pooled: bool, checkpoint,
+                        adapt_trajectory_length: bool = False) -> None:
         if chain_offset != 0:
             raise ValueError("chain_offset must be 0 with process_group: each rank's offset is "
                              "the chains of the lower ranks")
+        if adapt_trajectory_length:
+            raise ValueError("adapt_trajectory_length=True is not supported with process_group "
+                             "yet: ChEES pools its warm-up over all chains, and the kernel pools "
+                             "over its own rank's chains only (issue 16)")
         if pooled:
             raise ValueError("pooled=True is not supported with process_group yet: the kernel "
                              "pools the warm-up over its own rank's chains only (issue 16); "

@@ -186,7 +186,8 @@ class Sampler:
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
         if self._group is not None:
-            self._group.check_arguments(self.chain_offset, self.warmup.pooled, checkpoint)
+            self._group.check_arguments(self.chain_offset, self.warmup.pooled, checkpoint,
+                                        self.warmup.adapt_trajectory_length)
         self._next = count("first_transition", first_transition, 0)
         if seed is not None and generator is not None:
             raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
