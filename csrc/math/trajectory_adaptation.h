@@ -15,6 +15,11 @@
 //   m0 = mean_c x0_c,  m1 = sum_c omega_c x1_c / (sum_c omega_c + 1e-20)
 //   g_c = w_c T (|x1_c - m1|^2 - |x0_c - m0|^2) ((x1_c - m1) . v_c)    (0 when not finite)
 //   g   = sum_c omega_c g_c / (sum_c omega_c + 1e-20)        an estimate of dChEES / dlog T
+// (BlackJAX 1.7.1 with a diagonal mass measures the squares in the coordinates the mass whitens
+// and dots with p instead. Tried here: on a d = 16 Gaussian with scales 0.1 .. 10 the whitened
+// estimate settled, after Stan's windows had adapted the mass, at the criterion's second local
+// maximum (T 4.2 against 1.4); the form above lands at the first there, but at the second on
+// scales 0.01 .. 100. Which to prefer is open.)
 // then one Adam step of ascent on log T (learning rate 0.025, beta 0.9 / 0.999, eps 1e-8) from
 // log T, the step clipped to +-0.35, a moving average of log T with weight k^-0.5 after the k-th
 // update, and T = exp(average) clipped to [eps', cap eps'] (eps': the next transition's step
