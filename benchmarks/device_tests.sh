@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The CUDA tests on a GPU machine within one device call: the light tests first (the main
+# library's kernels), then the heavy ones (users' compiled models, dual numbers, the README,
+# distributed, posteriordb), one set after the other so they do not fight for the CPUs that build
+# user modules. Each test's result is logged as it ends (-v) and in JUnit XML, so a run cut by the
+# call's limit still names what passed and failed. Usage:
+#   OUT=dir [LIGHT_S=200] [HEAVY_S=300] bash benchmarks/device_tests.sh
+set -uo pipefail
+OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
+HEAVY=(tests/unit/test_dual.py tests/unit/test_models.py tests/unit/test_cpp_target.py
+       tests/unit/test_cli_models.py tests/unit/test_readme.py tests/unit/test_distributed.py
+       tests/statistical/test_posteriordb.py)
+ignore=(); for f in "${HEAVY[@]}"; do ignore+=("--ignore=$f"); done
+run() {  # name, seconds, pytest arguments...
+  local name=$1 seconds=$2; shift 2
+  timeout "$seconds" python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -rf \
+    --timeout $((seconds - 10)) --junitxml="$OUT/$name.xml" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name: rc=$? $(grep -c ' PASSED' "$OUT/$name.log") passed, $(grep -c ' FAILED' "$OUT/$name.log") failed"
+  grep ' FAILED' "$OUT/$name.log" | head -20
+}
+run cuda_light "${LIGHT_S:-200}" -n 12 tests/unit tests/statistical/test_chees.py "${ignore[@]}"
+run cuda_heavy "${HEAVY_S:-300}" -n 12 "${HEAVY[@]}"
