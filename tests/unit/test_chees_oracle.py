@@ -1,0 +1,101 @@
+"""The run op's jittered trajectories and one ChEES update against an independent numpy oracle
+(csrc/math/trajectory_adaptation.h states the rules): the trajectory jitter w is word z of each
+transition's last philox block (fused_hmc.philox_numpy recomputes it), a transition runs
+min(cap, max(1, ceil(w T / eps))) leapfrog steps, and the ChEES update is formed from every
+chain's start, proposal, end momentum, acceptance probability and w.
+
+The oracle takes the momentum from the transition op's trace (the run op with the standard
+target, unit mass and no jitter draws the same, schema.cpp) and integrates in numpy float64, so it
+agrees with the C++ to rounding (1e-12 relative), not bit for bit."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fused_hmc import ops, philox_numpy
+
+SEED, DIM, CHAINS = 314, 3, 64
+
+
+def _trajectory_jitter(transitions: int) -> np.ndarray:
+    """w [chains, transitions]: torch_uniform_from_word of word z of each last block, in float32
+    as the kernels form it (fma(w, 2^-32, 2^-33), 1 mapped to 0)."""
+    out = np.empty((CHAINS, transitions))
+    for t in range(transitions):
+        z = philox_numpy.stream_blocks(SEED, np.arange(CHAINS), t, DIM, "float64")[:, -1, 2]
+        u = (z.astype(np.float32).astype(np.float64) * 2.0 ** -32 + 2.0 ** -33).astype(np.float32)
+        out[:, t] = np.where(u == np.float32(1.0), np.float32(0.0), u)
+    return out
+
+
+def _sampling_buffers(chains, dim):
+    f64 = dict(dtype=torch.float64)
+    return dict(mean=torch.zeros(chains, dim, **f64), m2=torch.zeros(chains, dim, **f64),
+                accept_count=torch.zeros(chains, dtype=torch.int64),
+                accept_prob_sum=torch.zeros(chains, **f64))
+
+
+def test_each_transition_runs_the_jittered_number_of_steps():
+    """Sampling with trajectory_length T: chain b's step count is sum_t min(cap, max(1,
+    ceil(w_bt T / eps))) exactly, with T long enough that the cap binds for some transitions."""
+    eps, length, cap, transitions = 0.125, 2.3, 12, 7
+    q = torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    steps = torch.zeros(CHAINS, dtype=torch.int64)
+    ops.run(q, "standard", [torch.zeros(DIM, dtype=torch.float64)], [],
+            torch.tensor([eps], dtype=torch.float64), q.new_empty(0), 0.0, cap, SEED, 0, 0,
+            transitions, trajectory_length=length, leapfrog_steps=steps, **_sampling_buffers(
+                CHAINS, DIM))
+    w = _trajectory_jitter(transitions)
+    expected = np.clip(np.ceil(w * length / eps), 1, cap).sum(1)
+    assert (np.ceil(w * length / eps) > cap).any()  # the cap is exercised
+    assert steps.tolist() == expected.astype(np.int64).tolist()
+
+
+@pytest.mark.parametrize("inv_mass", [(1.0, 1.0, 1.0), (0.5, 1.0, 3.0)])
+def test_one_chees_update_matches_the_oracle(inv_mass):
+    """One pooled warm-up transition with T0 = 0.9 eps (so every chain runs one leapfrog step),
+    step size and mass held: Adam's first moment after one update is (1 - beta1) g, so the state
+    exposes the gradient estimate g itself; and log T moves by the clipped Adam step from log T0.
+    A non-unit inverse mass checks that the estimate dots with the velocity m_inv p."""
+    eps, cap = 0.7, 50
+    length = 0.9 * eps
+    gen = torch.Generator().manual_seed(5)
+    q0 = 1.5 * torch.randn(CHAINS, DIM, generator=gen, dtype=torch.float64)
+    mu = torch.zeros(DIM, dtype=torch.float64)
+    z = ops.transition(q0, mu, eps, 1, "philox", seed=SEED, transition=0, trace=True).momentum
+
+    q = q0.clone()
+    m_inv = torch.tensor([inv_mass], dtype=torch.float64)
+    chees = torch.tensor([length, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
+    f64 = dict(dtype=torch.float64)
+    ops.run(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED, 0,
+            0, 1, dual_averaging=torch.zeros(1, 3, **f64),
+            window_mean=torch.zeros(CHAINS, DIM, **f64), window_m2=torch.zeros(CHAINS, DIM, **f64),
+            warmup_start=0, num_warmup=1, chees=chees)
+
+    m = m_inv.numpy()
+    x0, p0 = q0.numpy(), z.numpy() / np.sqrt(m)  # p = z sqrt(M)
+    half = p0 - 0.5 * eps * x0  # the standard target's force is x
+    x1 = x0 + eps * m * half
+    p1 = half - 0.5 * eps * x1
+    energy_change = 0.5 * ((x1 ** 2 - x0 ** 2) + m * (p1 ** 2 - p0 ** 2)).sum(1)
+    accept = np.minimum(1.0, np.exp(-energy_change))
+    moved = q.numpy() != x0
+    np.testing.assert_allclose(q.numpy()[moved], x1[moved], rtol=1e-12)  # accepted: x1
+    w = _trajectory_jitter(1)[:, 0]
+    m0 = x0.mean(0)
+    m1 = (accept[:, None] * x1).sum(0) / (accept.sum() + 1e-20)
+    d0, d1 = x0 - m0, x1 - m1
+    g_chain = w * length * ((d1 ** 2).sum(1) - (d0 ** 2).sum(1)) * (d1 * m * p1).sum(1)
+    g = (accept * g_chain).sum() / (accept.sum() + 1e-20)
+
+    state = chees.numpy()
+    assert state[6] == 1 and state[4] == 0.9 and state[5] == 0.999
+    assert math.isclose(state[2], 0.1 * g, rel_tol=1e-11)            # Adam's m = (1 - b1) g
+    assert math.isclose(state[3], 0.001 * g * g, rel_tol=1e-11)      # Adam's v = (1 - b2) g^2
+    step = np.clip(0.025 * g / (abs(g) + 1e-8), -0.35, 0.35)
+    assert math.isclose(state[1], math.log(length) + step, rel_tol=1e-12)  # the k = 1 average
+    assert state[0] == max(eps, min(cap * eps, math.exp(state[1])))  # clipped to [eps, cap eps]
