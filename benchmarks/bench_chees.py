@@ -102,31 +102,9 @@ class Problem:
             mu = jnp.asarray(self.ref_mean, dtype=jnp.float32)
             scale = jnp.asarray(self.ref_sd, dtype=jnp.float32)
             return lambda x: -0.5 * jnp.sum(((x - mu) / scale) ** 2)
-        data = {k: jnp.asarray(np.asarray(v, dtype=np.float32)) for k, v in self.model.data.items()}
-        if self.name == "eight_schools":
-            y, sigma = data["y"], data["sigma"]
+        import jax_models
 
-            def eight_schools(x):
-                mu, log_tau = x[8], x[9]
-                tau = jnp.exp(log_tau)
-                lp = -0.5 * (mu / 5.0) ** 2 - jnp.log1p((tau / 5.0) ** 2) + log_tau
-                z = (y - (mu + tau * x[:8])) / sigma
-                return lp - 0.5 * jnp.sum(x[:8] ** 2) - 0.5 * jnp.sum(z ** 2)
-
-            return eight_schools
-        Xc, Y = data["Xc"], data["Y"]
-        K, N = Xc.shape[1], Xc.shape[0]
-
-        def diamonds(x):  # fused_hmc.models.diamonds' density
-            b, intercept, log_sigma = x[:K], x[K], x[K + 1]
-            sigma = jnp.exp(log_sigma)
-            r = Y - intercept - Xc @ b
-            u, s = (intercept - 8.0) / 10.0, sigma / 10.0
-            return (-0.5 * jnp.sum(b * b) - 2.0 * jnp.log1p(u * u / 3.0)
-                    - 2.0 * jnp.log1p(s * s / 3.0) + (1.0 - N) * log_sigma
-                    - 0.5 * jnp.sum(r * r) / (sigma * sigma))
-
-        return diamonds
+        return getattr(jax_models, self.name)(self.model.data)
 
 
 def summarise(problem: Problem, draws: np.ndarray, seconds: float, gradients: int) -> dict:

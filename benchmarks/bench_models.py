@@ -99,15 +99,9 @@ def blackjax_chees(model, chains: int, warmup: int, draws: int) -> dict:
     import jax.numpy as jnp
     import optax
 
-    data = {k: jnp.asarray(np.asarray(v, dtype=np.float32)) for k, v in model.data.items()}
-    y, sigma = data["y"], data["sigma"]
+    import jax_models
 
-    def logdensity(x):
-        mu, log_tau = x[8], x[9]
-        tau = jnp.exp(log_tau)
-        lp = -0.5 * (mu / 5.0) ** 2 - jnp.log1p((tau / 5.0) ** 2) + log_tau
-        z = (y - (mu + tau * x[:8])) / sigma
-        return lp - 0.5 * jnp.sum(x[:8] ** 2) - 0.5 * jnp.sum(z ** 2)
+    logdensity = jax_models.eight_schools(model.data)
 
     q0 = jnp.asarray(model.initial_point(chains, generator=torch.Generator().manual_seed(0))
                      .float().numpy())

@@ -111,7 +111,7 @@ class ChEESStatistics {
  public:
   ChEESStatistics(int64_t batch, int64_t dim)
       : batch_(batch), dim_(dim), x0_(batch * dim), x1_(batch * dim), velocity_(batch * dim),
-        weight_(batch), jitter_(batch) {}
+        weight_(batch), jitter_(batch), m0_(dim), m1_(dim) {}
 
   // Chain b after its transition: s as chain_transition leaves it, m_inv its inverse mass.
   void record(int64_t b, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
@@ -128,8 +128,7 @@ class ChEESStatistics {
     jitter_[b] = jitter;
   }
 
-  void update(ChEESState& state, double next_step_size, int cap) const {
-    std::vector<double> m0(dim_), m1(dim_);
+  void update(ChEESState& state, double next_step_size, int cap) {
     PairwiseChunkSum<double> weights;
     for (int64_t b = 0; b < batch_; ++b) weights.add(weight_[b]);
     const double weight_sum = weights.total();
@@ -139,14 +138,14 @@ class ChEESStatistics {
         start.add(x0_[b * dim_ + j]);
         proposal.add(mul_rn(weight_[b], x1_[b * dim_ + j]));
       }
-      m0[j] = start.total() / static_cast<double>(batch_);
-      m1[j] = div_rn(proposal.total(), add_rn(weight_sum, kChEESWeightFloor));
+      m0_[j] = start.total() / static_cast<double>(batch_);
+      m1_[j] = div_rn(proposal.total(), add_rn(weight_sum, kChEESWeightFloor));
     }
     PairwiseChunkSum<double> gradient;
     for (int64_t b = 0; b < batch_; ++b) {
       ChEESChainSums sums;
       for (int64_t j = 0; j < dim_; ++j) {
-        sums.add(sub_rn(x0_[b * dim_ + j], m0[j]), sub_rn(x1_[b * dim_ + j], m1[j]),
+        sums.add(sub_rn(x0_[b * dim_ + j], m0_[j]), sub_rn(x1_[b * dim_ + j], m1_[j]),
                  velocity_[b * dim_ + j]);
       }
       const double term =
@@ -160,6 +159,7 @@ class ChEESStatistics {
   int64_t batch_, dim_;
   std::vector<double> x0_, x1_, velocity_, weight_;
   std::vector<float> jitter_;
+  std::vector<double> m0_, m1_;  // the ensemble means, reused across transitions
 };
 
 template <class Target>
@@ -208,7 +208,7 @@ class Warmup {
   }
 
   // ChEES's update after transition t of every chain (after the step size's).
-  void adapt_trajectory_length(const ChEESStatistics<scalar_t>& chees) const {
+  void adapt_trajectory_length(ChEESStatistics<scalar_t>& chees) const {
     chees.update(*p_.chees, c_.step_size[0], c_.num_steps);
   }
 

@@ -173,21 +173,16 @@ class PooledWarmup {
           weight[chain] = 0.0;
         }
       }
-      __syncthreads();
-      double* sums = p_.chees_tiles + tile * width;
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-        PairwiseChunkSum<double, 9> start, proposal;  // kChains <= 256
-        for (int k = 0; k < kChains; ++k) {
-          const int64_t chain = tile * kChains + k;
-          const bool live = chain < c_.batch;
-          start.add(live ? x0[chain * d + j] : 0.0);
-          proposal.add(live ? mul_rn(weight[chain], x1[chain * d + j]) : 0.0);
-        }
-        sums[j] = start.total();
-        sums[d + j] = proposal.total();
-      }
+    }
+    __syncthreads();  // the block's tiles only: every pass below reads its own tiles' chains
+    sum_tile_columns([&](int64_t chain, int64_t j) { return x0[chain * d + j]; }, p_.chees_tiles,
+                     width);
+    sum_tile_columns(
+        [&](int64_t chain, int64_t j) { return mul_rn(weight[chain], x1[chain * d + j]); },
+        p_.chees_tiles + d, width);
+    for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
       const double w = block_pairwise_sum(weight + tile * kChains, kChains, 1, scratch_);
-      if (threadIdx.x == 0) sums[2 * d] = w;
+      if (threadIdx.x == 0) p_.chees_tiles[tile * width + 2 * d] = w;
     }
     grid.sync();
     // 2. The means m0 and m1, spread over the blocks.
@@ -233,7 +228,8 @@ class PooledWarmup {
 
   // The pooled inverse mass from every chain's window of `draws` draws, and fresh windows.
   __device__ void update_inverse_mass(cg::grid_group& grid, double draws) {
-    sum_tile_columns([&](int64_t chain, int64_t j) { return p_.window_mean[chain * c_.dim + j]; });
+    sum_tile_columns([&](int64_t chain, int64_t j) { return p_.window_mean[chain * c_.dim + j]; },
+                     p_.tile_moments, c_.dim);
     grid.sync();
     const double chains = static_cast<double>(c_.batch);
     for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
@@ -248,7 +244,7 @@ class PooledWarmup {
       mean = 0.0;
       m2 = 0.0;
       return term;
-    });
+    }, p_.tile_moments, c_.dim);
     grid.sync();
     const double pooled_draws = draws * chains;
     for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
@@ -280,10 +276,10 @@ class PooledWarmup {
     }
   }
 
-  // tile_moments[tile, j] = the pairwise sum over the tile's chains of value(chain, j) (zero for
-  // chains past the batch).
+  // out[tile * row_stride + j] = the pairwise sum over the tile's chains of value(chain, j) (zero
+  // for chains past the batch), for the block's tiles.
   template <typename Value>
-  __device__ void sum_tile_columns(Value value) {
+  __device__ void sum_tile_columns(Value value, double* out, int64_t row_stride) {
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
       for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) {
         PairwiseChunkSum<double, 9> sum;  // kChains <= 256
@@ -291,7 +287,7 @@ class PooledWarmup {
           const int64_t chain = tile * kChains + k;
           sum.add(chain < c_.batch ? value(chain, j) : 0.0);
         }
-        p_.tile_moments[tile * c_.dim + j] = sum.total();
+        out[tile * row_stride + j] = sum.total();
       }
     }
   }

@@ -1,9 +1,9 @@
 // One chain's HMC transition on N(mu, I) under the native philox stream. philox_proposal (one
 // thread integrates the whole chain) serves the CPU hmc_step and run_chains; the CUDA kernels
 // (hmc_step, run_chains, the tuned group) split a chain across a thread group and integrate in
-// their own loops, but share the decision (philox_accept / philox_decide) and sum the same energy
-// terms in the same canonical chunk order (chunk_sum.h; chain_group.cuh's group_chunk_sum). So
-// no launch shape or chunking changes a bit, and the CPU and CUDA builds differ only by the
+// their own loops, but share the decision (philox_accept / philox_decide_by_log) and sum the same
+// energy terms in the same canonical chunk order (chunk_sum.h; chain_group.cuh's group_chunk_sum).
+// So no launch shape or chunking changes a bit, and the CPU and CUDA builds differ only by the
 // rounding of the momentum normals (transforms.h).
 #pragma once
 
@@ -89,11 +89,6 @@ template <typename scalar_t>
 FHMC_HD PhiloxDecision<scalar_t> philox_decide_by_log(float log_uniform, scalar_t change_sum) {
   const scalar_t log_alpha = log_accept_ratio(change_sum);
   return {philox_accept_by_log(log_uniform, log_alpha), accept_probability(log_alpha)};
-}
-
-template <typename scalar_t>
-FHMC_HD PhiloxDecision<scalar_t> philox_decide(float uniform, scalar_t change_sum) {
-  return philox_decide_by_log(philox_log_uniform(uniform), change_sum);
 }
 
 }  // namespace fused_hmc

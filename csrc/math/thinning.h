@@ -19,8 +19,9 @@ FHMC_HD int64_t kept_in_range(int64_t first, int64_t count, int64_t thin) {
 
 // Which of a call's consecutive transitions are kept ((t + 1) % thin == 0), and the kept draws'
 // numbering, without two 64-bit divisions per transition (SASS subroutines on the GPU): a
-// countdown to the next kept transition. advance() after each transition t = first, first + 1, ...: true when t is kept, and
-// then kept_index() is kept_before(t) - kept_before(first), the draw's index in the call.
+// countdown to the next kept transition. advance() after each transition t = first, first + 1,
+// ...: true when t is kept, and then kept_index() is kept_before(t) - kept_before(first), the
+// draw's index in the call.
 class KeepClock {
  public:
   FHMC_HD KeepClock(int64_t first, int64_t thin)

@@ -100,7 +100,8 @@ FHMC_HD void chees_update(ChEESState& s, double weighted_gradient_sum, double we
     if (step < -kChEESUpdateClip) step = -kChEESUpdateClip;
     next_log = add_rn(log_length, step);
     const double w = div_rn(1.0, sqrt_rn(s.updates));
-    s.log_length_average = add_rn(mul_rn(sub_rn(1.0, w), s.log_length_average), mul_rn(w, next_log));
+    s.log_length_average =
+        add_rn(mul_rn(sub_rn(1.0, w), s.log_length_average), mul_rn(w, next_log));
   }
   double length = s.updates > 0.0 ? portable_exp(s.log_length_average) : s.trajectory_length;
   const double longest = mul_rn(static_cast<double>(cap), next_step_size);

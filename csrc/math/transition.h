@@ -16,8 +16,9 @@
 //   change = sum_j target_energy_change_twice(x0, f0, p0, x, f, p, m_inv)   (quadratic targets)
 //          = sum_j kinetic_change_twice(p0, p, m_inv) + 2 (U(x) - U(x0))   (the others)
 //     each sum in chunk_sum.h's order (coordinates in order within a chunk of 4, chunks pairwise)
-//   accepted, accept_prob = philox_decide(u, change);  if accepted: q_j = x_j + shift_j
-//     (philox_log_uniform(u) may be taken first: transition_uniforms)
+//   accepted, accept_prob = philox_decide_by_log(philox_log_uniform(u), change)
+//     (the log taken first, with B's other words: transition_uniforms)
+//   if accepted: q_j = x_j + shift_j
 // With the standard target, m_inv = 1 and jitter = 0 this is philox_proposal / hmc_step bit for
 // bit (the leapfrog is leapfrog_fused's, the energy terms energy_change_twice's).
 #pragma once
@@ -94,9 +95,10 @@ FHMC_HD scalar_t target_forces(const Target& target, const scalar_t* x, scalar_t
 }
 
 // What a transition takes from its last stream block B: the Metropolis uniform as the log the
-// philox test compares (philox_log_uniform(torch_uniform_from_word(B.x))) and the step-size
-// jitter's uniform (torch_uniform_from_word(B.y)). They depend on the stream alone, so the CUDA
-// kernels may form them ahead of the trajectory, several transitions at a time.
+// philox test compares (philox_log_uniform(torch_uniform_from_word(B.x))), the step-size jitter's
+// uniform (torch_uniform_from_word(B.y)) and the trajectory jitter's (word z). They depend on the
+// stream alone, so the CUDA kernels may form them ahead of the trajectory, several transitions at
+// a time.
 struct TransitionUniforms {
   float log_uniform;
   float jitter_uniform;

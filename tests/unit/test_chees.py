@@ -15,7 +15,7 @@ import fused_hmc
 from fused_hmc import cli
 from fused_hmc.targets import DiagonalGaussian
 
-from .test_sampler import assert_results_equal
+from .test_sampler import _run, assert_results_equal
 from .test_sampler_ctrl_c import _sigint_after_call, sigint_handler  # noqa: F401 - a fixture
 
 TARGET = DiagonalGaussian(torch.linspace(-1, 1, 4), torch.logspace(-1, 1, 4))
@@ -25,12 +25,6 @@ CHEES = dict(num_warmup=60, adapt_trajectory_length=True, jitter=0.1, target=TAR
 
 def _q0(chains=8, dim=4, dtype=torch.float64, key=0):
     return torch.randn(chains, dim, generator=torch.Generator().manual_seed(key), dtype=dtype)
-
-
-def _run(q0, n, **kw):
-    kw.setdefault("seed", 1234)
-    kw.setdefault("progress", False)
-    return fused_hmc.sample(q0, n, **kw)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

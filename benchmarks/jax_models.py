@@ -1,0 +1,49 @@
+"""fused_hmc.models' log densities written in JAX, for the BlackJAX anchors of bench_models.py and
+bench_chees.py (one copy each): functions of the unconstrained position x, as the models' own
+torch log_prob, from the model's data dict."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _arrays(data: dict):
+    import jax.numpy as jnp
+
+    return {k: jnp.asarray(np.asarray(v, dtype=np.float32)) for k, v in data.items()}
+
+
+def eight_schools(data: dict):
+    """posteriordb's eight_schools_noncentered: x = (theta_tilde[8], mu, log tau)."""
+    import jax.numpy as jnp
+
+    d = _arrays(data)
+    y, sigma = d["y"], d["sigma"]
+
+    def logdensity(x):
+        mu, log_tau = x[8], x[9]
+        tau = jnp.exp(log_tau)
+        lp = -0.5 * (mu / 5.0) ** 2 - jnp.log1p((tau / 5.0) ** 2) + log_tau
+        z = (y - (mu + tau * x[:8])) / sigma
+        return lp - 0.5 * jnp.sum(x[:8] ** 2) - 0.5 * jnp.sum(z ** 2)
+
+    return logdensity
+
+
+def diamonds(data: dict):
+    """posteriordb's diamonds (brms): x = (b[K], intercept, log sigma)."""
+    import jax.numpy as jnp
+
+    d = _arrays(data)
+    Xc, Y = d["Xc"], d["Y"]
+    K, N = Xc.shape[1], Xc.shape[0]
+
+    def logdensity(x):
+        b, intercept, log_sigma = x[:K], x[K], x[K + 1]
+        sigma = jnp.exp(log_sigma)
+        r = Y - intercept - Xc @ b
+        u, s = (intercept - 8.0) / 10.0, sigma / 10.0
+        return (-0.5 * jnp.sum(b * b) - 2.0 * jnp.log1p(u * u / 3.0)
+                - 2.0 * jnp.log1p(s * s / 3.0) + (1.0 - N) * log_sigma
+                - 0.5 * jnp.sum(r * r) / (sigma * sigma))
+
+    return logdensity
