@@ -190,6 +190,10 @@ def _mu(a):
     return a["target_tensors"][0]
 
 
+def _chees_state(a):
+    return torch.tensor([0.3, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64, device=a["q"].device)
+
+
 # (id, mode, changes(arguments) -> the arguments to change, exception, message pattern)
 RUN_CASES = [
     ("unknown-target", "sampling", lambda a: dict(target="nope"), ValueError,
@@ -289,6 +293,25 @@ RUN_CASES = [
     ("q-not-contiguous", "sampling", lambda a: dict(q=a["q"].t().contiguous().t()), ValueError,
      r"\bq \(the chain state, updated in place\) must be contiguous"),
     ("q-int", "warmup", lambda a: dict(q=a["q"].long()), TypeError, r"\bq must be float"),
+    ("trajectory-length-negative", "sampling", lambda a: dict(trajectory_length=-1.0), ValueError,
+     r"\btrajectory_length must be finite and >= 0"),
+    ("trajectory-length-nan", "warmup", lambda a: dict(trajectory_length=math.nan), ValueError,
+     r"\btrajectory_length must be finite and >= 0"),
+    ("chees-while-sampling", "sampling", lambda a: dict(chees=_chees_state(a)), ValueError,
+     r"\bchees adapts the trajectory length during warm-up: pass dual_averaging too"),
+    ("chees-per-chain", "warmup", lambda a: dict(
+        chees=_chees_state(a), step_size=a["step_size"].repeat(6),
+        inv_mass=a["inv_mass"].repeat(6, 1), dual_averaging=a["dual_averaging"].repeat(6, 1)),
+     ValueError, r"\bchees adapts one trajectory length from every chain: step_size must be \[1\]"),
+    ("chees-shape", "warmup", lambda a: dict(chees=_chees_state(a)[:7]), ValueError,
+     r"\bchees must have shape \[8\]"),
+    ("chees-dtype", "warmup", lambda a: dict(chees=_chees_state(a).float()), TypeError,
+     r"\bchees must be Double"),
+    ("leapfrog-steps-shape", "sampling", lambda a: dict(leapfrog_steps=torch.zeros(
+        5, dtype=torch.int64, device=a["q"].device)), ValueError,
+     r"\bleapfrog_steps must have shape \[6\]"),
+    ("leapfrog-steps-dtype", "warmup", lambda a: dict(leapfrog_steps=torch.zeros(
+        6, device=a["q"].device)), TypeError, r"\bleapfrog_steps must be Long"),
 ]
 
 
