@@ -3,7 +3,8 @@
 chains, starts, warm-up and draw counts.
 
 Targets: an ill-conditioned diagonal Gaussian (d = 64, mean linspace(-3, 3), sd logspace 0.01 ..
-100, chains started at N(0, I)), eight schools (posteriordb's non-centred form) and diamonds
+100, chains started at N(0, I); for fused_hmc a CppTarget with its gradient written out, as a user
+would bring it, so both samplers get a log density function), eight schools (posteriordb's non-centred form) and diamonds
 (brms linear regression, 26 parameters, 5,000 rows), the models started as Stan does (uniform in
 [-2, 2]).
 
@@ -17,9 +18,10 @@ Halton jitter, the diagonal mass from the last half of warm-up, as its documenta
 ``jax.jit``, timed after a compiling call, so that no tracing or compilation is timed).
 
 Reported per sampler: wall time of warm-up + sampling together (after one untimed run that compiles
-everything), gradient evaluations as each implementation spends them (fused_hmc: L + 1 per
-transition, from the kernel's per-chain step counts; BlackJAX: L per transition, its state caching
-the start's gradient, from its info's num_integration_steps), the smallest bulk ESS over the
+everything; for fused_hmc also the warm-up's alone, from a run keeping one draw), gradient evaluations as each implementation spends them (fused_hmc: the kernel's count, L per
+transition plus one per kernel call, the chains carrying the gradient at their state across
+transitions; BlackJAX: L per transition plus one per chain, its state caching the gradient, from
+its info's num_integration_steps), the smallest bulk ESS over the
 reported parameters (arviz-stats, on the first ESS_CHAINS chains, scaled to all chains: the chains
 are exchangeable), ESS per gradient evaluation and per second, the adapted step size and
 trajectory length, and the worst |mean - reference| / reference sd (exact for the Gaussian,
@@ -56,19 +58,45 @@ DRY_SIZES = {"gaussian64": (16, 200, 50), "eight_schools": (16, 200, 50),
              "diamonds": (4, 30, 10)}
 
 
+# The Gaussian as a user's C++ target (TARGETS.md), its gradient written out.
+GAUSSIAN_SOURCE = r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density(const T* x, const Data& data) {
+  T lp = 0.0;
+  for (int64_t j = 0; j < data.mean_size; ++j) {
+    const T z = (x[j] - data.mean[j]) * data.inv_scale[j];
+    lp -= 0.5 * z * z;
+  }
+  return lp;
+}
+
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
+  T lp = 0.0;
+  for (int64_t j = 0; j < data.mean_size; ++j) {
+    const T z = (x[j] - data.mean[j]) * data.inv_scale[j];
+    lp -= 0.5 * z * z;
+    grad[j] = -z * data.inv_scale[j];
+  }
+  return lp;
+}
+"""
+
+
 class Problem:
     """A target for both samplers: fused_hmc's target, a JAX log density, the starts, the
     reported parameters and their reference means and sds."""
 
     def __init__(self, name: str):
-        from fused_hmc import models
-        from fused_hmc.targets import DiagonalGaussian
+        from fused_hmc import CppTarget, models
 
         self.name = name
         if name == "gaussian64":
             mean = torch.linspace(-3.0, 3.0, 64, dtype=torch.float64)
             scale = torch.logspace(-2, 2, 64, dtype=torch.float64)
-            self.model, self.target = None, DiagonalGaussian(mean, scale)
+            self.model = None
+            self.target = CppTarget(GAUSSIAN_SOURCE, 64, gradient=True,
+                                    data={"mean": mean, "inv_scale": 1.0 / scale})
             self.ref_mean, self.ref_sd = mean.numpy(), scale.numpy()
         else:
             from fused_hmc.validation.posteriordb import load_reference
@@ -133,7 +161,7 @@ def fused(problem: Problem, chains: int, warmup: int, draws: int, dtype: torch.d
 
     q0 = problem.starts(chains).to(DEVICE, dtype)
 
-    def run(seed):
+    def run(seed, draws=draws):
         _sync()
         start = time.perf_counter()
         res = fused_hmc.sample(q0, draws, target=problem.target, num_warmup=warmup, seed=seed,
@@ -145,9 +173,11 @@ def fused(problem: Problem, chains: int, warmup: int, draws: int, dtype: torch.d
 
     run(1)  # compiles the target and loads everything
     res, wall = run(2)
+    _, warmup_wall = run(2, draws=1)  # where the time goes: the warm-up (and one draw) alone
     gradients = res.warmup_gradient_evaluations + res.sampling_gradient_evaluations
     out = summarise(problem, res.samples.double().cpu().numpy(), wall, gradients)
-    return out | {"warmup_gradient_evaluations": res.warmup_gradient_evaluations,
+    return out | {"warmup_wall_s": warmup_wall,
+                  "warmup_gradient_evaluations": res.warmup_gradient_evaluations,
                   "step_size": float(res.step_size[0]),
                   "trajectory_length": res.trajectory_length,
                   "accept": float(res.mean_accept_prob.mean())}

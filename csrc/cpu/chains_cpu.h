@@ -31,18 +31,39 @@
 namespace fused_hmc {
 namespace chains_cpu {
 
-// One worker's trajectory arrays (6 x [d]), reused across its chains and transitions.
+// One worker's trajectory arrays (6 x [d]), reused across its chains and transitions, and the
+// force it carries from one transition of its chain to the next (restart() for each chain).
 template <typename scalar_t>
 class TrajectoryArrays {
  public:
-  explicit TrajectoryArrays(int64_t dim) : storage_(6 * dim), dim_(dim) {}
+  explicit TrajectoryArrays(int64_t dim) : storage_(7 * dim + 1), dim_(dim) {}
   TrajectoryScratch<scalar_t> scratch() {
     scalar_t* s = storage_.data();
     return {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_, s + 5 * dim_};
   }
+  ForceCarry<scalar_t>& restart() {
+    carry_ = {storage_.data() + 6 * dim_, storage_.data() + 7 * dim_, false};
+    return carry_;
+  }
 
  private:
   std::vector<scalar_t> storage_;
+  int64_t dim_;
+  ForceCarry<scalar_t> carry_{nullptr, nullptr, false};
+};
+
+// Every chain's carried force, for a pooled warm-up that runs its transitions one at a time over
+// all chains: f [B, d] and u [B], valid after the call's first transition.
+template <typename scalar_t>
+class CarriedForces {
+ public:
+  CarriedForces(int64_t batch, int64_t dim) : f_(batch * dim), u_(batch), dim_(dim) {}
+  ForceCarry<scalar_t> of(int64_t b, bool valid) {
+    return {f_.data() + b * dim_, u_.data() + b, valid};
+  }
+
+ private:
+  std::vector<scalar_t> f_, u_;
   int64_t dim_;
 };
 
@@ -84,20 +105,22 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       double* m2 = p.out.m2 + b * c.dim;
       int64_t accept_count = p.out.accept_count[b];
       double accept_prob_sum = p.out.accept_prob_sum[b];
-      int64_t leapfrog_steps = 0;
+      int64_t gradients = 0;
       KeepClock clock(c.first_transition, p.out.thin);
+      ForceCarry<scalar_t>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
                                                c.dim, q, mass, c.step_size[g], c.jitter,
-                                               c.num_steps, c.trajectory_length, arrays.scratch());
-        leapfrog_steps += decision.leapfrog_steps;
+                                               c.num_steps, c.trajectory_length, arrays.scratch(),
+                                               carry);
+        gradients += decision.gradient_evaluations;
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
         if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
       }
       p.out.accept_count[b] = accept_count;
       p.out.accept_prob_sum[b] = accept_prob_sum;
-      if (c.leapfrog_steps != nullptr) c.leapfrog_steps[b] += leapfrog_steps;
+      if (c.gradient_evaluations != nullptr) c.gradient_evaluations[b] += gradients;
     }
   });
 }
@@ -169,18 +192,20 @@ class Warmup {
 
   Warmup(const Target& target, const WarmupParams<scalar_t>& p) : target_(target), p_(p), c_(p.chains) {}
 
-  // Chain b's transition t, and its draw folded into its window moments (and its ChEES statistics
-  // into `chees`, when given); returns min(1, alpha).
+  // Chain b's transition t with its carried force, and its draw folded into its window moments
+  // (and its ChEES statistics into `chees`, when given); returns min(1, alpha).
   double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
-                    ChEESStatistics<scalar_t>* chees = nullptr) const {
+                    ForceCarry<scalar_t>& carry, ChEESStatistics<scalar_t>* chees = nullptr) const {
     const int64_t g = c_.groups == 1 ? 0 : b;
     scalar_t* q = c_.q + b * c_.dim;
     const double length = p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
     const auto decision = chain_transition(
         c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t), target_,
         c_.dim, q, c_.inv_mass + g * c_.dim, c_.step_size[g], c_.jitter, c_.num_steps, length,
-        arrays.scratch());
-    if (c_.leapfrog_steps != nullptr) c_.leapfrog_steps[b] += decision.leapfrog_steps;
+        arrays.scratch(), carry);
+    if (c_.gradient_evaluations != nullptr) {
+      c_.gradient_evaluations[b] += decision.gradient_evaluations;
+    }
     if (chees != nullptr) {
       chees->record(b, arrays.scratch(), c_.inv_mass + g * c_.dim,
                     static_cast<double>(decision.accept_prob), decision.trajectory_uniform);
@@ -268,8 +293,9 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
   at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
     TrajectoryArrays<typename Target::Scalar> arrays(c.dim);
     for (int64_t b = begin; b < end; ++b) {
+      ForceCarry<typename Target::Scalar>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
-        warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays));
+        warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
         if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t);
       }
     }
@@ -283,14 +309,18 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   std::vector<double> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
-  std::vector<TrajectoryArrays<typename Target::Scalar>> arrays(
-      at::get_num_threads(), TrajectoryArrays<typename Target::Scalar>(c.dim));
+  std::vector<TrajectoryArrays<scalar_t>> arrays(at::get_num_threads(),
+                                                 TrajectoryArrays<scalar_t>(c.dim));
+  CarriedForces<scalar_t> forces(carries_force<Target>() ? c.batch : 0, c.dim);
   const int64_t grain = std::max<int64_t>(1, c.batch / (4 * at::get_num_threads()));
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     at::parallel_for(0, c.batch, grain, [&](int64_t begin, int64_t end) {
       auto& mine = arrays[at::get_thread_num()];
       for (int64_t b = begin; b < end; ++b) {
-        accept_stats[b] = warmup.transition(b, t, mine, chees.get());
+        ForceCarry<scalar_t> carry = carries_force<Target>()
+                                         ? forces.of(b, t > c.first_transition)
+                                         : ForceCarry<scalar_t>{nullptr, nullptr, false};
+        accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());
       }
     });
     PairwiseChunkSum<double> sum;

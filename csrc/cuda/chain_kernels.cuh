@@ -56,14 +56,15 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   UniformsAhead<GROUP> uniforms;
   KeepClock clock(c.first_transition, p.out.thin);
   const bool jittered = c.jitter != 0.0, trajectory = c.trajectory_length > 0.0;
-  int64_t leapfrog_steps = 0;
+  int64_t gradients = 0;
+  GroupForceCarry<Target, CHUNKS> carry;
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
         c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
         uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory),
-        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared);
-    leapfrog_steps += decision.leapfrog_steps;
+        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared, carry);
+    gradients += decision.gradient_evaluations;
     const bool kept = clock.advance();
     accept_prob_sum.add(decision.log_alpha);
     if (!seat.live) continue;
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   if (seat.lane == 0) {
     p.out.accept_count[chain] += accept_count;
     p.out.accept_prob_sum[chain] = accept_prob_total;
-    if (c.leapfrog_steps != nullptr) c.leapfrog_steps[chain] += leapfrog_steps;
+    if (c.gradient_evaluations != nullptr) c.gradient_evaluations[chain] += gradients;
   }
 }
 
@@ -121,15 +122,16 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
   UniformsAhead<GROUP> uniforms;
   const bool jittered = c.jitter != 0.0, trajectory = c.trajectory_length > 0.0;
-  int64_t leapfrog_steps = 0;
+  int64_t gradients = 0;
+  GroupForceCarry<Target, CHUNKS> carry;
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     step_size = group_broadcast<GROUP>(step_size);
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
         c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
         uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory),
-        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared);
-    leapfrog_steps += decision.leapfrog_steps;
+        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared, carry);
+    gradients += decision.gradient_evaluations;
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
     const SlowWindow window = slow_window_of(p.windows, i);
@@ -174,7 +176,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   if (owner) {
     c.step_size[chain] = step_size;
     p.dual_averaging[chain] = averaging;
-    if (c.leapfrog_steps != nullptr) c.leapfrog_steps[chain] += leapfrog_steps;
+    if (c.gradient_evaluations != nullptr) c.gradient_evaluations[chain] += gradients;
   }
 }
 

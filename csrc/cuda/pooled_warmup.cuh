@@ -122,9 +122,17 @@ class PooledWarmup {
         record = {p_.chees_rows + row, p_.chees_rows + rows + row,
                   p_.chees_rows + 2 * rows + row};
       }
+      GroupForceCarry<Target, CHUNKS> carry;
+      if constexpr (GroupForceCarry<Target, CHUNKS>::kCarries) {
+        carry.valid = t > c_.first_transition;
+        if (carry.valid) load_carry(at, carry);
+      }
       const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
           c_.stream, chain, static_cast<uint64_t>(t), at.seat, target_, q, coefficients,
-          uniforms, step_size, c_.jitter, c_.num_steps, length, x_shared_, record);
+          uniforms, step_size, c_.jitter, c_.num_steps, length, x_shared_, carry, record);
+      if constexpr (GroupForceCarry<Target, CHUNKS>::kCarries) {
+        if (at.seat.live && (decision.accepted || t == c_.first_transition)) store_carry(at, carry);
+      }
       if (at.seat.lane == 0) {
         const double accept = at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
         chain_accept[threadIdx.x / GROUP] = accept;
@@ -134,8 +142,8 @@ class PooledWarmup {
           p_.chees_chains[seats + seat] =
               at.seat.live ? static_cast<double>(uniforms.trajectory_uniform) : 0.0;
         }
-        if (at.seat.live && c_.leapfrog_steps != nullptr) {
-          c_.leapfrog_steps[at.chain] += decision.leapfrog_steps;
+        if (at.seat.live && c_.gradient_evaluations != nullptr) {
+          c_.gradient_evaluations[at.chain] += decision.gradient_evaluations;
         }
       }
       if (at.seat.live && decision.accepted) {
@@ -260,6 +268,21 @@ class PooledWarmup {
   }
 
  private:
+  // A chain's carried force lives in p_.carried_force between transitions: f [B, d], then u [B].
+  __device__ void load_carry(const TileSeat<GROUP>& at, GroupForceCarry<Target, CHUNKS>& carry) {
+    const int64_t row = at.seat.live ? at.chain : 0;
+    load_group_row<scalar_t, GROUP, CHUNKS>(p_.carried_force + row * c_.dim, at.seat, c_.dim,
+                                            false, scalar_t(0), carry.f);
+    carry.u = p_.carried_force[c_.batch * c_.dim + row];
+  }
+
+  __device__ void store_carry(const TileSeat<GROUP>& at,
+                              const GroupForceCarry<Target, CHUNKS>& carry) {
+    store_group_row<scalar_t, GROUP, CHUNKS>(p_.carried_force + at.chain * c_.dim, at.seat,
+                                             c_.dim, false, carry.f);
+    if (at.seat.lane == 0) p_.carried_force[c_.batch * c_.dim + at.chain] = carry.u;
+  }
+
   __device__ void fold_into_window(const TileSeat<GROUP>& at, const scalar_t (&q)[CHUNKS][4],
                                    int64_t draws) {
     const double inv_count = 1.0 / static_cast<double>(draws);
@@ -277,17 +300,41 @@ class PooledWarmup {
   }
 
   // out[tile * row_stride + j] = the pairwise sum over the tile's chains of value(chain, j) (zero
-  // for chains past the batch), for the block's tiles.
+  // for chains past the batch), for the block's tiles; value(chain, j) is called once for each.
+  // A column is summed by kWidth lanes of one warp (min(kChains, 32)), each lane the pairwise sum
+  // of kSegment consecutive chains in registers, then a butterfly over the lanes: the subtrees of
+  // the canonical pairwise order, so the bits of one thread adding the tile's chains in turn, but
+  // with every warp of the block at work (a tile of 256 one-thread chains summed by one thread per
+  // column took longer than the transition itself).
   template <typename Value>
   __device__ void sum_tile_columns(Value value, double* out, int64_t row_stride) {
+    constexpr int kWidth = kChains < kWarp ? kChains : kWarp;
+    constexpr int kSegment = kChains / kWidth;
+    constexpr int kColumnsPerWarp = kWarp / kWidth;
+    const int lane = static_cast<int>(threadIdx.x % kWarp);
+    const int64_t warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+    const int part = lane % kWidth;
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
-      for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) {
-        PairwiseChunkSum<double, 9> sum;  // kChains <= 256
-        for (int k = 0; k < kChains; ++k) {
-          const int64_t chain = tile * kChains + k;
-          sum.add(chain < c_.batch ? value(chain, j) : 0.0);
+      for (int64_t base = warp * kColumnsPerWarp; base < c_.dim;
+           base += warps * kColumnsPerWarp) {  // the same trip count in every lane of the warp
+        const int64_t j = base + lane / kWidth;
+        double v[kSegment];
+#pragma unroll
+        for (int k = 0; k < kSegment; ++k) {
+          const int64_t chain = tile * kChains + part * kSegment + k;
+          v[k] = j < c_.dim && chain < c_.batch ? value(chain, j) : 0.0;
         }
-        out[tile * row_stride + j] = sum.total();
+#pragma unroll
+        for (int width = 1; width < kSegment; width *= 2) {
+#pragma unroll
+          for (int k = 0; k + width < kSegment; k += 2 * width) v[k] = v[k] + v[k + width];
+        }
+        double sum = v[0];
+#pragma unroll
+        for (int offset = 1; offset < kWidth; offset *= 2) {
+          sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        }
+        if (part == 0 && j < c_.dim) out[tile * row_stride + j] = sum;
       }
     }
   }

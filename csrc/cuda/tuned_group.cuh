@@ -248,8 +248,20 @@ template <typename scalar_t>
 struct GroupDecision {
   bool accepted;
   scalar_t log_alpha;  // -inf in the threads of a missing chain
-  int leapfrog_steps;
+  int gradient_evaluations;  // L, plus one where the start's force was evaluated, not carried
   __device__ scalar_t accept_prob() const { return accept_probability(log_alpha); }
+};
+
+// The thread's chunks of the force, and the potential, at its chain's current state, carried
+// from one transition to the next for a target that carries_force (math/target.h; the CPU's
+// ForceCarry): in registers across a persistent kernel's transitions, or loaded and stored by a
+// kernel whose chains change between transitions (pooled_warmup.cuh). Empty for the others.
+template <class Target, int CHUNKS, typename scalar_t = typename Target::Scalar>
+struct GroupForceCarry {
+  static constexpr bool kCarries = carries_force<Target>();
+  scalar_t f[kCarries ? CHUNKS : 1][4] = {};
+  scalar_t u = scalar_t(0);
+  bool valid = false;
 };
 
 // Where a transition writes what ChEES needs of its chain (math/trajectory_adaptation.h): rows of
@@ -320,14 +332,16 @@ class AcceptProbabilitySum {
 // Every thread of the group forms the decision from the group's sum (the same bits in each: the
 // butterfly's sums commute), so none is broadcast. Chains of one warp may run different numbers of
 // steps (they diverge); a kRow target's chains, which meet at block barriers inside the force,
-// all loop the block's most steps and hold still past their own.
+// all loop the block's most steps and hold still past their own. `carry` takes the force at q in
+// (when valid) and hands out the force at the new q; its validity is the same in every thread.
 template <class Target, int GROUP, int CHUNKS, class Coefficients,
           typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
     const Target& target, scalar_t (&q)[CHUNKS][4], const Coefficients& k,
     TransitionUniforms uniforms, double step_size, double jitter, int num_steps,
-    double trajectory_length, scalar_t* x_shared, TrajectoryRecord record = {}) {
+    double trajectory_length, scalar_t* x_shared, GroupForceCarry<Target, CHUNKS>& carry,
+    TrajectoryRecord record = {}) {
   const int64_t dim = k.dim;
   const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
   const auto steps = tuned_step_sizes<scalar_t>(eps_t);
@@ -354,7 +368,23 @@ __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
       p0[c][e] = k.momentum(z[e], c, e);
     }
   }
-  const scalar_t u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
+  constexpr bool kCarries = GroupForceCarry<Target, CHUNKS>::kCarries;
+  const bool carried = kCarries && carry.valid;
+  scalar_t u0;
+  if constexpr (kCarries) {
+    if (carried) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) f0[c][e] = carry.f[c][e];
+      }
+      u0 = carry.u;
+    } else {
+      u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
+    }
+  } else {
+    u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
+  }
   scalar_t u1 = u0;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
@@ -424,7 +454,7 @@ __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
   }
   scalar_t change_sum = group_chunk_sum<GROUP>(change);
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  GroupDecision<scalar_t> decision{false, -INFINITY, leapfrog_steps};
+  GroupDecision<scalar_t> decision{false, -INFINITY, leapfrog_steps + (carried ? 0 : 1)};
   if (seat.live) {
     decision.log_alpha = log_accept_ratio(change_sum);
     decision.accepted = philox_accept_by_log(uniforms.log_uniform, decision.log_alpha);
@@ -435,6 +465,17 @@ __device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
 #pragma unroll
       for (int e = 0; e < 4; ++e) q[c][e] = Target::kShifted ? x[c][e] + mu[c][e] : x[c][e];
     }
+  }
+  if constexpr (kCarries) {
+    if (decision.accepted || !carried) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) carry.f[c][e] = decision.accepted ? f[c][e] : f0[c][e];
+      }
+      carry.u = decision.accepted ? u1 : u0;
+    }
+    carry.valid = true;
   }
   return decision;
 }

@@ -14,7 +14,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 2;
+constexpr int kChainParamsVersion = 3;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -25,7 +25,9 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 // inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the leapfrog steps (num_steps,
 // or trajectory_steps of trajectory_length capped by num_steps), the philox stream (chain b is
 // stream chain chain_offset + b) and the transitions [first_transition, + num_transitions);
-// leapfrog_steps [B] (or null) accumulates each chain's steps.
+// gradient_evaluations [B] (or null) accumulates each chain's (math/transition.h's
+// TransitionOutcome: L per transition, plus one per call or per transition, as the target carries
+// its force or not).
 template <typename scalar_t>
 struct ChainBatch {
   scalar_t* q;
@@ -35,7 +37,7 @@ struct ChainBatch {
   double jitter;
   int num_steps;
   double trajectory_length;
-  int64_t* leapfrog_steps;
+  int64_t* gradient_evaluations;
   PhiloxStream stream;
   int64_t batch, dim, chain_offset, first_transition, num_transitions;
   bool vectorized;  // rows of q 16-byte aligned
@@ -88,6 +90,8 @@ struct WarmupParams {
   double* chees_tiles;            // [tiles, 2 d + 2]: column sums of x0 and omega x1, sum of omega,
                                   // sum of the weighted terms, per tile
   double* chees_means;            // [2, d]: m0, m1
+  // The pooled CUDA kernel's carried forces (carries_force targets; else null): f [B, d], u [B].
+  scalar_t* carried_force;
   int sm_count;
 };
 

@@ -36,6 +36,15 @@ namespace fused_hmc {
 
 enum class TargetForce { kCoordinate, kRow, kPosition };
 
+// Whether a Target's chains carry the force at their state from one transition to the next (L
+// gradient evaluations per transition, not L + 1; math/transition.h's ForceCarry). A shifted target
+// (the Gaussians, x0 = q - mu) evaluates it at every start instead: (x + mu) - mu is not x bitwise,
+// so a carried force would change the bits, and its force is one multiply per coordinate.
+template <class Target>
+constexpr bool carries_force() {
+  return !Target::kShifted;
+}
+
 // The op's target_tensors and target_scalars as plain views (host side fills it, ops/).
 constexpr int kMaxTargetTensors = 32;
 constexpr int kMaxTargetScalars = 32;

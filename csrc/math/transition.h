@@ -8,7 +8,8 @@
 //   eps_t = jittered_step_size(eps, jitter, torch_uniform_from_word(B.y))        in float64
 //   eps   = S(eps_t),  h = S(0.5 eps_t)
 //   z     = stream_chunk_momentum;  p0_j = z_j * momentum_scale(m_inv_j)
-//   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0)
+//   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0), or the
+//           force carried from the chain's previous transition (ForceCarry)
 //   p = kick(p0, f0, h)
 //   L = trajectory_steps(T, num_steps, eps_t, torch_uniform_from_word(B.z))   (num_steps if T = 0)
 //   L - 1 times:  x = drift(x, p, m_inv, eps) for all j;  f = force(x);  p = kick(p, f, eps)
@@ -113,11 +114,25 @@ FHMC_HD TransitionUniforms transition_uniforms(const PhiloxStream& stream, uint6
           torch_uniform_from_word(last.z)};
 }
 
-// A transition's decision, with the leapfrog steps it ran and its trajectory jitter w.
+// A transition's decision, with the gradient evaluations it spent (its L leapfrog steps, plus one
+// where the force at its start was evaluated, not carried) and its trajectory jitter w.
 template <typename scalar_t>
 struct TransitionOutcome : PhiloxDecision<scalar_t> {
-  int leapfrog_steps;
+  int gradient_evaluations;
   float trajectory_uniform;
+};
+
+// The force f [dim] and potential *u at a chain's current state, handed from one transition to the
+// next (BlackJAX's HMCState keeps logdensity_grad the same way): a target that is not shifted
+// integrates x = q bitwise, so the force at the next start is the accepted proposal's, or after a
+// rejection the one kept, and a transition evaluates the gradient L times, not L + 1 (target.h's
+// carries_force). `valid` is false until a transition of the call has run; f == nullptr carries
+// nothing.
+template <typename scalar_t>
+struct ForceCarry {
+  scalar_t* f;
+  scalar_t* u;
+  bool valid;
 };
 
 // Per-chain work arrays, each [dim] of the chain's dtype.
@@ -129,12 +144,14 @@ struct TrajectoryScratch {
 // Runs transition `transition` of chain `chain` from q ([dim], updated in place when accepted) with
 // base step size `step_size`, inverse mass m_inv ([dim]) and trajectory_steps(trajectory_length,
 // num_steps, eps_t, w) leapfrog steps; returns the Metropolis decision. Afterwards s.x0 and s.x
-// hold the start and the proposal (less the shift) and s.p the flipped end momentum.
+// hold the start and the proposal (less the shift) and s.p the flipped end momentum. `carry` takes
+// the force at q in, when valid, and hands out the force at the new q (carries_force targets).
 template <class Target, typename scalar_t = typename Target::Scalar>
 FHMC_HD TransitionOutcome<scalar_t> chain_transition(
     const PhiloxStream& stream, uint64_t chain, uint64_t transition, const Target& target,
     int64_t dim, scalar_t* q, const scalar_t* inv_mass, double step_size, double jitter,
-    int num_steps, double trajectory_length, TrajectoryScratch<scalar_t> s) {
+    int num_steps, double trajectory_length, TrajectoryScratch<scalar_t> s,
+    ForceCarry<scalar_t>& carry) {
   const TransitionUniforms uniforms = transition_uniforms(stream, chain, transition);
   const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
   const auto steps = tuned_step_sizes<scalar_t>(eps_t);
@@ -155,7 +172,15 @@ FHMC_HD TransitionOutcome<scalar_t> chain_transition(
       s.x[j] = s.x0[j];
     }
   }
-  const scalar_t u0 = target_forces(target, s.x0, s.f0, dim);
+  constexpr bool kCarries = carries_force<Target>();
+  const bool carried = kCarries && carry.f != nullptr && carry.valid;
+  scalar_t u0;
+  if (carried) {
+    for (int64_t j = 0; j < dim; ++j) s.f0[j] = carry.f[j];
+    u0 = *carry.u;
+  } else {
+    u0 = target_forces(target, s.x0, s.f0, dim);
+  }
   for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p0[j], s.f0[j], steps.half_eps);
   for (int i = 1; i < leapfrog_steps; ++i) {
     for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
@@ -185,7 +210,7 @@ FHMC_HD TransitionOutcome<scalar_t> chain_transition(
   TransitionOutcome<scalar_t> decision;
   static_cast<PhiloxDecision<scalar_t>&>(decision) =
       philox_decide_by_log(uniforms.log_uniform, change_sum);
-  decision.leapfrog_steps = leapfrog_steps;
+  decision.gradient_evaluations = leapfrog_steps + (carried ? 0 : 1);
   decision.trajectory_uniform = uniforms.trajectory_uniform;
   if (decision.accepted) {
     for (int64_t j = 0; j < dim; ++j) {
@@ -195,6 +220,14 @@ FHMC_HD TransitionOutcome<scalar_t> chain_transition(
         q[j] = s.x[j];
       }
     }
+  }
+  if (kCarries && carry.f != nullptr) {
+    if (decision.accepted || !carry.valid) {
+      const scalar_t* from = decision.accepted ? s.f : s.f0;
+      for (int64_t j = 0; j < dim; ++j) carry.f[j] = from[j];
+      *carry.u = decision.accepted ? u1 : u0;
+    }
+    carry.valid = true;
   }
   return decision;
 }

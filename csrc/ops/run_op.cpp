@@ -43,7 +43,8 @@ ChainBatch<scalar_t> chain_batch(const RunRequest& r) {
   c.jitter = r.jitter;
   c.num_steps = static_cast<int>(r.num_leapfrog_steps);
   c.trajectory_length = r.trajectory_length;
-  c.leapfrog_steps = r.leapfrog_steps ? r.leapfrog_steps->data_ptr<int64_t>() : nullptr;
+  c.gradient_evaluations =
+      r.gradient_evaluations ? r.gradient_evaluations->data_ptr<int64_t>() : nullptr;
   c.batch = r.q.size(0);
   c.dim = r.q.size(1);
   c.stream = seeded_stream<scalar_t>(r.seed, c.dim);
@@ -129,7 +130,8 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
   }
   WarmupParams<scalar_t> p = warmup_params<scalar_t>(r);
   const auto warmup = require(l.warmup_cuda, r, "CUDA");
-  Tensor tile_accept, tile_moments, grand_mean, chees;  // the pooled kernel's scratch, no sync
+  // the pooled kernel's scratch, no sync
+  Tensor tile_accept, tile_moments, grand_mean, chees, carried_force;
   if (p.chains.groups == 1) {
     const int64_t tiles = l.cuda_pooled_tiles(p.chains.batch, p.chains.dim);
     const auto f64 = r.q.options().dtype(at::kDouble);
@@ -150,6 +152,10 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
       p.chees_chains = p.chees_rows + 3 * b * d;
       p.chees_tiles = p.chees_chains + 3 * seats;
       p.chees_means = p.chees_tiles + tiles * (2 * d + 2);
+    }
+    if (r.target->carries_force) {
+      carried_force = at::empty({p.chains.batch * (p.chains.dim + 1)}, r.q.options());
+      p.carried_force = carried_force.data_ptr<scalar_t>();
     }
     p.sm_count = cuda->sm_count(r.q.get_device());
   }
@@ -174,7 +180,7 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
          const OptionalTensor& window_m2, int64_t warmup_start, int64_t num_warmup,
          at::IntArrayRef windows, double target_accept, bool adapt_step_size,
          bool adapt_mass_matrix, double trajectory_length, const OptionalTensor& chees,
-         const OptionalTensor& leapfrog_steps) {
+         const OptionalTensor& gradient_evaluations) {
   const RunRequest r{q,
                      &find_target_or_raise(target),
                      target_tensors.vec(),
@@ -205,7 +211,7 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
                      adapt_mass_matrix,
                      trajectory_length,
                      chees,
-                     leapfrog_steps};
+                     gradient_evaluations};
   check_run_request(r);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::OptionalDeviceGuard guard(q.device());

@@ -170,8 +170,8 @@ void check_run_request(const RunRequest& r) {
                    r.trajectory_length);
   FHMC_CHECK_VALUE(!r.chees || r.warmup(),
                    "chees adapts the trajectory length during warm-up: pass dual_averaging too");
-  if (r.leapfrog_steps) {
-    check_chain_buffer(q, *r.leapfrog_steps, "leapfrog_steps", {batch}, at::kLong);
+  if (r.gradient_evaluations) {
+    check_chain_buffer(q, *r.gradient_evaluations, "gradient_evaluations", {batch}, at::kLong);
   }
   if (r.warmup()) {
     check_warmup(r);

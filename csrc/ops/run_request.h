@@ -31,7 +31,7 @@ struct RunRequest {
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
   double trajectory_length;  // 0: num_leapfrog_steps steps; else jittered, capped by them
-  std::optional<at::Tensor> chees, leapfrog_steps;
+  std::optional<at::Tensor> chees, gradient_evaluations;
 
   bool warmup() const { return dual_averaging.has_value(); }
 };

@@ -76,7 +76,11 @@ TORCH_LIBRARY(fused_hmc, m) {
   // sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
   // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
   // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
-  // step size eps'). leapfrog_steps [B] int64, when given, accumulates each chain's L.
+  // step size eps'). gradient_evaluations [B] int64, when given, accumulates each chain's
+  // gradient evaluations: L per transition, plus one at the call's first transition for a target
+  // that carries the force at the state from one transition to the next (users' models), or at
+  // every transition for one that does not (the Gaussians; math/target.h's carries_force). The
+  // bits are the same either way.
   m.def(
       "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
@@ -86,7 +90,7 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
       "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
       "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False, "
-      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? leapfrog_steps=None) -> ()");
+      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? gradient_evaluations=None) -> ()");
 }
 
 // No gradient flows through the ops (inputs that require grad are refused): autograd passes them

@@ -35,7 +35,8 @@ void register_target(const TargetEntry& entry) {
   if (fresh) return;
   TargetEntry& known = it->second;
   const bool same_spec = known.tensor_count == entry.tensor_count &&
-                         known.fixed_dim == entry.fixed_dim && known.max_dim == entry.max_dim;
+                         known.fixed_dim == entry.fixed_dim && known.max_dim == entry.max_dim &&
+                         known.carries_force == entry.carries_force;
   if (!same_spec) {  // a different target under a known name replaces it
     known = entry;
     return;

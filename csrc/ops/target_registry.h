@@ -32,6 +32,7 @@ struct TargetEntry {
   const int* tensor_ranks;  // 1: [dim], 2: [dim, dim]
   int64_t max_dim;        // 0: no limit of its own
   int64_t fixed_dim;      // 0: any dimension
+  bool carries_force;     // target.h's carries_force: the pooled CUDA warm-up keeps it per chain
   ChainLaunchers<float> f32;
   ChainLaunchers<double> f64;
 };
@@ -60,7 +61,7 @@ template <template <typename> class Target>
 TargetEntry target_entry() {
   using T = Target<float>;
   return {kChainParamsVersion, T::kName, T::kTensorCount, T::kTensorNames, T::kTensorRanks,
-          T::kMaxDim, T::kFixedDim, {}, {}};
+          T::kMaxDim, T::kFixedDim, carries_force<T>(), {}, {}};
 }
 
 }  // namespace fused_hmc

@@ -23,9 +23,7 @@ using Target = ChainTarget<Scalar>;
 
 inline const fused_hmc::TargetEntry& entry() {
   static const fused_hmc::TargetEntry e = [] {
-    fused_hmc::TargetEntry made{fused_hmc::kChainParamsVersion, Target::kName, Target::kTensorCount,
-                                Target::kTensorNames, Target::kTensorRanks, Target::kMaxDim,
-                                Target::kFixedDim, {}, {}};
+    fused_hmc::TargetEntry made = fused_hmc::target_entry<ChainTarget>();
     fused_hmc::ChainLaunchers<Scalar>& l = fused_hmc::launchers_of<Scalar>(made);
     l.sample_cpu = &fused_hmc::sample_cpu<Target>;
     l.warmup_cpu = &fused_hmc::warmup_cpu<Target>;

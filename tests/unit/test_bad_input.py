@@ -307,11 +307,11 @@ RUN_CASES = [
      r"\bchees must have shape \[8\]"),
     ("chees-dtype", "warmup", lambda a: dict(chees=_chees_state(a).float()), TypeError,
      r"\bchees must be Double"),
-    ("leapfrog-steps-shape", "sampling", lambda a: dict(leapfrog_steps=torch.zeros(
+    ("gradient-evaluations-shape", "sampling", lambda a: dict(gradient_evaluations=torch.zeros(
         5, dtype=torch.int64, device=a["q"].device)), ValueError,
-     r"\bleapfrog_steps must have shape \[6\]"),
-    ("leapfrog-steps-dtype", "warmup", lambda a: dict(leapfrog_steps=torch.zeros(
-        6, device=a["q"].device)), TypeError, r"\bleapfrog_steps must be Long"),
+     r"\bgradient_evaluations must have shape \[6\]"),
+    ("gradient-evaluations-dtype", "warmup", lambda a: dict(gradient_evaluations=torch.zeros(
+        6, device=a["q"].device)), TypeError, r"\bgradient_evaluations must be Long"),
 ]
 
 

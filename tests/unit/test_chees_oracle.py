@@ -39,17 +39,18 @@ def _sampling_buffers(chains, dim):
 
 
 def test_each_transition_runs_the_jittered_number_of_steps():
-    """Sampling with trajectory_length T: chain b's step count is sum_t min(cap, max(1,
-    ceil(w_bt T / eps))) exactly, with T long enough that the cap binds for some transitions."""
+    """Sampling with trajectory_length T: chain b's gradient evaluations are sum_t (min(cap,
+    max(1, ceil(w_bt T / eps))) + 1) exactly (the standard target evaluates the force at each
+    start), with T long enough that the cap binds for some transitions."""
     eps, length, cap, transitions = 0.125, 2.3, 12, 7
     q = torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     steps = torch.zeros(CHAINS, dtype=torch.int64)
     ops.run(q, "standard", [torch.zeros(DIM, dtype=torch.float64)], [],
             torch.tensor([eps], dtype=torch.float64), q.new_empty(0), 0.0, cap, SEED, 0, 0,
-            transitions, trajectory_length=length, leapfrog_steps=steps, **_sampling_buffers(
+            transitions, trajectory_length=length, gradient_evaluations=steps, **_sampling_buffers(
                 CHAINS, DIM))
     w = _trajectory_jitter(transitions)
-    expected = np.clip(np.ceil(w * length / eps), 1, cap).sum(1)
+    expected = (np.clip(np.ceil(w * length / eps), 1, cap) + 1).sum(1)
     assert (np.ceil(w * length / eps) > cap).any()  # the cap is exercised
     assert steps.tolist() == expected.astype(np.int64).tolist()
 

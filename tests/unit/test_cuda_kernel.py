@@ -40,8 +40,8 @@ def test_empty_batch():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_philox_reserves_exactly_its_blocks_and_never_reuses(dtype):
-    gen = torch.cuda.default_generators[0]
-    q = torch.randn(100, 37, device="cuda", dtype=dtype)
+    q = torch.randn(100, 37, device="cuda", dtype=dtype)  # first: CUDA's lazy init makes the
+    gen = torch.cuda.default_generators[0]                 # generators (a fresh process has none)
     per_block = 4 if dtype == torch.float32 else 2
     blocks = -(-37 // per_block) + 1
     mu = torch.zeros(37, device="cuda", dtype=dtype)

@@ -183,7 +183,7 @@ def test_dense_above_the_limit_is_refused_on_cuda():
 
 # Jittered trajectories and ChEES (math/trajectory_adaptation.h). A transition's leapfrog steps
 # L = min(cap, max(1, ceil(w T / eps_t))) come from exactly computed quantities (the stream's word
-# z, the float64 step size), so both builds run the same L: leapfrog_steps agree exactly. ChEES's
+# z, the float64 step size), so both builds run the same L: the gradient counts agree exactly. ChEES's
 # update feeds T back into L's ceil, which turns a rounding difference into a different L once
 # w T / eps_t lands near an integer; so whole ChEES warm-ups are compared over a few transitions,
 # and checked for bitwise reproducibility on the device.
@@ -206,10 +206,10 @@ def test_jittered_trajectories_agree_with_cpu(kind, chains, dim, dtype):
         ops.run(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
                 sd, md, 0.1, 40, 11, 0, 0, 6, mean=buffers[0], m2=buffers[1],
                 accept_count=buffers[2], accept_prob_sum=buffers[3], trajectory_length=1.3,
-                leapfrog_steps=steps)
+                gradient_evaluations=steps)
         out.append([t.cpu() for t in (qd, *buffers, steps)])
     assert_agree(*out, ["q", "mean", "m2", "accept_count", "accept_prob_sum", "steps"], dtype)
-    per_transition = out[1][-1].double() / 6
+    per_transition = out[1][-1].double() / 6 - 1  # L + 1 gradients per transition
     assert per_transition.min() >= 1 and per_transition.max() <= 40
     assert len(set(out[1][-1].tolist())) > 1  # the jitter varies the steps between chains
 
@@ -229,13 +229,13 @@ def _chees_warmup(device, q, target, step, inv_mass, calls, num_warmup, adapt=(T
                 0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
                 num_warmup=num_warmup, windows=[10, 10, 10], target_accept=0.651,
                 adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1], chees=chees,
-                leapfrog_steps=steps)
+                gradient_evaluations=steps)
         first += n
     return [t.cpu() for t in (q, step, inv_mass, da, wm, wm2, chees, steps)]
 
 
 CHEES_NAMES = ["q", "step_size", "inv_mass", "dual_averaging", "window_mean", "window_m2",
-               "chees", "leapfrog_steps"]
+               "chees", "gradient_evaluations"]
 
 
 @pytest.mark.parametrize("kind, chains, dim", TRAJECTORY_SHAPES)

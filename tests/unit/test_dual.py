@@ -162,13 +162,18 @@ def check_unary(ext, name, values, dtype, device, exact_values=True):
     if slope_fn:
         slope = slope_fn[0](x.double())
     tol = rtol(dtype)
-    assert_close(out[1], ref, tol * (ref.abs() + value_scale), f"{name} value")
-    assert_close(out[2], slope, tol * (slope.abs() + slope_scale), f"{name} derivative")
+    # A subnormal result keeps fewer significant bits (the device's libm rounds them its own way):
+    # its error is measured against the smallest normal number, not against itself.
+    tiny = torch.finfo(dtype).tiny
+    value_tol = tol * (ref.abs().clamp_min(tiny) + value_scale)
+    assert_close(out[1], ref, value_tol, f"{name} value")
+    assert_close(out[2], slope, tol * (slope.abs().clamp_min(tiny) + slope_scale),
+                 f"{name} derivative")
     assert_identical(out[3], -0.5 * out[2], f"{name}: lane 1 (seed -0.5)")
     if exact_values:  # the dual's value is the plain function's
         assert_identical(out[0], out[1], f"{name}: plain vs dual value")
     else:
-        assert_close(out[0], ref, tol * (ref.abs() + value_scale), f"{name} plain value")
+        assert_close(out[0], ref, value_tol, f"{name} plain value")
 
 
 def check_binary(ext, name, a_values, b_values, dtype, device, exact_values=True):
