@@ -20,6 +20,7 @@
 #include "math/noise_streams.h"
 #include "math/portable_math.h"
 #include "math/stream_key.h"
+#include "ops/run_request.h"
 #include "ops/target_registry.h"
 #include "torch_stream.h"
 
@@ -88,6 +89,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("target_names", &fused_hmc::registered_target_names);
   m.def("chain_params_version", [] { return fused_hmc::kChainParamsVersion; });
+  // The slow window [start, end] holding warm-up iteration i ((-1, -1): none), for the Python
+  // driver of a warm-up pooled over several processes (math/adaptation_windows.h).
+  m.def("slow_window_of", [](int64_t num_warmup, std::vector<int64_t> windows, int64_t i) {
+    fused_hmc::check_warmup_schedule(num_warmup, windows, 0.5);
+    const fused_hmc::SlowWindow w =
+        fused_hmc::slow_window_of(fused_hmc::warmup_windows_of(num_warmup, windows), i);
+    return std::pair<int64_t, int64_t>{w.start, w.end};
+  });
   m.def("limits", [] {
     return std::map<std::string, int64_t>{
         {"kMaxDenseDim", fused_hmc::kMaxDenseDim},

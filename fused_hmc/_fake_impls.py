@@ -29,6 +29,10 @@ def register() -> None:
     def _(*args, **kwargs):
         return None  # mutates its (a!)..(m!) arguments in place, returns nothing
 
+    @torch.library.register_fake("fused_hmc::pooled_update")
+    def _(*args, **kwargs):
+        return None  # mutates step_size, dual_averaging and inv_mass in place
+
     @torch.library.register_fake("fused_hmc_testing::philox4x32")
     def _(counters, key):
         return torch.empty_like(counters)

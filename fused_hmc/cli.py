@@ -253,15 +253,14 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
     if res.trajectory_length is not None:
         how = "ChEES-adapted" if res.warmup.adapt_trajectory_length else "given"
-        sampled = res.num_transitions * res.final_state.shape[0]
-        mean = (f"; {res.sampling_gradient_evaluations / sampled - 1:.3g} on average in sampling"
-                if sampled else "")
         print(f"trajectory        {how} length T = {res.trajectory_length:.4g}: ceil(w T / eps) "
               f"leapfrog steps, w ~ U[0, 1) per chain and transition, at most "
-              f"{res.max_leapfrog_steps}{mean}")
+              f"{res.max_leapfrog_steps}")
+    sampled = res.num_transitions * res.final_state.shape[0]
+    mean = (f", {res.sampling_gradient_evaluations / sampled:.3g} per transition in sampling"
+            if sampled else "")
     print(f"gradients         {res.warmup_gradient_evaluations:,} in warm-up + "
-          f"{res.sampling_gradient_evaluations:,} in sampling (L + 1 per transition, all "
-          "chains)")
+          f"{res.sampling_gradient_evaluations:,} in sampling (all chains{mean})")
     exact = _exact_acceptance(args, target, res)
     rate = res.accept_rate.double().mean().item()
     known = ("" if _is_user_target(target) else "; exact at stationarity " + (

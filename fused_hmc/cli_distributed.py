@@ -28,9 +28,9 @@ class Ranks:
         for dest, flag in _UNSUPPORTED:
             if getattr(args, dest, None) is not None:
                 raise CliError(flag, "is not supported under torchrun (WORLD_SIZE > 1) yet")
-        if args.pooled:
-            raise CliError("--pooled", "warm-up pooled across ranks is not supported under "
-                                       "torchrun yet; leave it out (per-chain warm-up)")
+        if getattr(args, "adapt_trajectory_length", False):
+            raise CliError("--adapt-trajectory-length", "(ChEES) is not supported under torchrun "
+                                                        "(WORLD_SIZE > 1) yet")
         import torch.distributed as dist
 
         self.world, self.rank = world, int(os.environ.get("RANK", "0"))
@@ -53,6 +53,12 @@ class Ranks:
         device = f"{self.device.type} x {self.world} ranks"
         print(f"fused-hmc sample on {device} (torchrun; --chains per rank)")
         res.summary()
+        w = res.warmup
+        if w.num_warmup and w.pooled:
+            step, inv_mass = res.step_size.double(), res.inverse_mass.double()
+            print(f"warm-up           pooled over every rank's chains toward acceptance "
+                  f"{w.target_accept:g}: step size {step[0].item():.4g}, inverse mass "
+                  f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
         total = res.num_warmup + res.num_transitions
         per_s = total / elapsed if elapsed > 0 else float("inf")
         print(f"time              {elapsed:.3f} s on rank 0 ({per_s:,.0f} transitions/s, "

@@ -26,6 +26,7 @@
 #include "../math/thinning.h"
 #include "../math/trajectory_adaptation.h"
 #include "../math/transition.h"
+#include "../math/warmup_update.h"
 #include "../math/welford.h"
 
 namespace fused_hmc {
@@ -226,10 +227,9 @@ class Warmup {
   void adapt_step_size(int64_t g, int64_t t, double accept_stat) const {
     if (!p_.adapt_step_size) return;
     const int64_t i = t - p_.warmup_start;
-    const int64_t n = i - dual_averaging_start(p_.windows, i, p_.adapt_mass_matrix) + 1;
-    c_.step_size[g] = dual_averaging_update(p_.dual_averaging[g], n, accept_stat,
-                                            p_.target_accept, c_.step_size[g]);
-    if (i == p_.windows.num_warmup - 1) c_.step_size[g] = dual_averaging_final(p_.dual_averaging[g]);
+    c_.step_size[g] =
+        warmup_step_size_update(p_.dual_averaging[g], p_.windows, i, p_.adapt_mass_matrix,
+                                accept_stat, p_.target_accept, c_.step_size[g]);
   }
 
   // ChEES's update after transition t of every chain (after the step size's).

@@ -14,6 +14,7 @@
 #include "../math/dual_averaging.h"
 #include "../math/mass_matrix.h"
 #include "../math/thinning.h"
+#include "../math/warmup_update.h"
 #include "../math/welford.h"
 #include "chain_shape.cuh"
 #include "keep_draws.cuh"
@@ -148,10 +149,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       }
     }
     if (p.adapt_step_size && owner) {
-      const int64_t n = i - dual_averaging_start(p.windows, i, p.adapt_mass_matrix) + 1;
-      step_size = dual_averaging_update(averaging, n, static_cast<double>(decision.accept_prob()),
-                                        p.target_accept, step_size);
-      if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
+      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
+                                          static_cast<double>(decision.accept_prob()),
+                                          p.target_accept, step_size);
     }
     if (in_window && window.end == i) {
 #pragma unroll

@@ -9,6 +9,11 @@
 #include "graph_capture.h"
 
 namespace fused_hmc {
+
+// cuda/pooled_update.cu.
+int launch_pooled_update(const PooledUpdateParams<float>& p, void* stream);
+int launch_pooled_update(const PooledUpdateParams<double>& p, void* stream);
+
 namespace {
 
 const CudaBackend kBackend{
@@ -16,6 +21,8 @@ const CudaBackend kBackend{
     [](int device) { return device_info(device).sm_count; },
     [](const char* op) { check_not_capturing_seeded(op); },
     [](int status) { C10_CUDA_CHECK(static_cast<cudaError_t>(status)); },
+    [](const PooledUpdateParams<float>& p, void* stream) { return launch_pooled_update(p, stream); },
+    [](const PooledUpdateParams<double>& p, void* stream) { return launch_pooled_update(p, stream); },
 };
 
 const bool installed = (set_cuda_backend(&kBackend), true);

@@ -22,6 +22,7 @@
 #include "../math/dual_averaging.h"
 #include "../math/mass_matrix.h"
 #include "../math/trajectory_adaptation.h"
+#include "../math/warmup_update.h"
 #include "../math/welford.h"
 #include "../math/chain_params.h"
 #include "chain_group.cuh"
@@ -370,9 +371,8 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     const int64_t i = t - p.warmup_start;
     if (p.adapt_step_size) {
       const double accept_stat = warmup.mean_accept(tile_accept);
-      const int64_t n = i - dual_averaging_start(p.windows, i, p.adapt_mass_matrix) + 1;
-      step_size = dual_averaging_update(averaging, n, accept_stat, p.target_accept, step_size);
-      if (i == p.windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
+      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
+                                          accept_stat, p.target_accept, step_size);
     }
     if (p.chees != nullptr) warmup.adapt_trajectory_length(grid, chees, step_size);
     if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {

@@ -2,6 +2,8 @@
 // at load; absent (null) in a CPU-only build. Keeps ops/run_op.cpp free of CUDA headers.
 #pragma once
 
+#include "../math/warmup_update.h"
+
 namespace fused_hmc {
 
 struct CudaBackend {
@@ -9,6 +11,15 @@ struct CudaBackend {
   int (*sm_count)(int device);
   void (*check_not_capturing)(const char* op);  // raises while a CUDA graph is captured
   void (*check_launch)(int status);             // raises on a failed launch (a cudaError_t)
+  // The pooled_update op's launch on `stream` (cuda/pooled_update.cu); returns a cudaError_t.
+  int (*launch_pooled_update_f32)(const PooledUpdateParams<float>&, void* stream);
+  int (*launch_pooled_update_f64)(const PooledUpdateParams<double>&, void* stream);
+  int launch_pooled_update(const PooledUpdateParams<float>& p, void* stream) const {
+    return launch_pooled_update_f32(p, stream);
+  }
+  int launch_pooled_update(const PooledUpdateParams<double>& p, void* stream) const {
+    return launch_pooled_update_f64(p, stream);
+  }
 };
 
 // Null in a build without the CUDA kernels.

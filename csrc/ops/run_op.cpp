@@ -82,9 +82,7 @@ template <typename scalar_t>
 WarmupParams<scalar_t> warmup_params(const RunRequest& r) {
   WarmupParams<scalar_t> p{};
   p.chains = chain_batch<scalar_t>(r);
-  p.windows = r.windows.empty()
-                  ? warmup_windows(r.num_warmup)
-                  : warmup_windows(r.num_warmup, r.windows[0], r.windows[1], r.windows[2]);
+  p.windows = warmup_windows_of(r.num_warmup, r.windows);
   p.warmup_start = r.warmup_start;
   p.target_accept = r.target_accept;
   p.adapt_step_size = r.adapt_step_size;

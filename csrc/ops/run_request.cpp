@@ -92,26 +92,12 @@ void check_warmup(const RunRequest& r) {
                    "and accept_prob_sum must be None");
   FHMC_CHECK_VALUE(r.window_mean && r.window_m2, "warm-up needs window_mean and window_m2");
   FHMC_CHECK_VALUE(r.warmup_start >= 0, "warmup_start must be >= 0, got ", r.warmup_start);
-  FHMC_CHECK_VALUE(r.num_warmup >= 0 && r.num_warmup <= kMaxWarmupLength,
-                   "num_warmup must be in [0, 2^40], got ", r.num_warmup);
+  check_warmup_schedule(r.num_warmup, r.windows, r.target_accept);
   FHMC_CHECK_VALUE(r.first_transition >= r.warmup_start &&
                        r.first_transition - r.warmup_start <= r.num_warmup - r.num_transitions,
                    "warm-up transitions [", r.first_transition, ", ", r.first_transition, " + ",
                    r.num_transitions, ") must lie in the warm-up [", r.warmup_start, ", ",
                    r.warmup_start, " + ", r.num_warmup, ")");
-  FHMC_CHECK_VALUE(r.windows.empty() || r.windows.size() == 3,
-                   "windows must be [] (Stan's) or [init_buffer, base_window, term_buffer], got ",
-                   static_cast<int64_t>(r.windows.size()), " values");
-  if (r.windows.size() == 3) {
-    const int64_t init = r.windows[0], base = r.windows[1], term = r.windows[2];
-    FHMC_CHECK_VALUE(init >= 0 && term >= 0 && base >= 1 && init <= kMaxWarmupLength &&
-                         term <= kMaxWarmupLength && base <= kMaxWarmupLength,
-                     "warm-up windows need init_buffer, term_buffer >= 0 and base_window >= 1 "
-                     "(all <= 2^40), got init_buffer ", init, ", base_window ", base,
-                     ", term_buffer ", term);
-  }
-  FHMC_CHECK_VALUE(std::isfinite(r.target_accept) && r.target_accept > 0 && r.target_accept < 1,
-                   "target_accept must be in (0, 1), got ", r.target_accept);
   const int64_t batch = q.size(0), dim = q.size(1);
   check_chain_buffer(q, *r.dual_averaging, "dual_averaging", {r.step_size.size(0), 3},
                      at::kDouble);
@@ -126,6 +112,30 @@ void check_warmup(const RunRequest& r) {
 }
 
 }  // namespace
+
+void check_warmup_schedule(int64_t num_warmup, const std::vector<int64_t>& windows,
+                           double target_accept) {
+  FHMC_CHECK_VALUE(num_warmup >= 0 && num_warmup <= kMaxWarmupLength,
+                   "num_warmup must be in [0, 2^40], got ", num_warmup);
+  FHMC_CHECK_VALUE(windows.empty() || windows.size() == 3,
+                   "windows must be [] (Stan's) or [init_buffer, base_window, term_buffer], got ",
+                   static_cast<int64_t>(windows.size()), " values");
+  if (windows.size() == 3) {
+    const int64_t init = windows[0], base = windows[1], term = windows[2];
+    FHMC_CHECK_VALUE(init >= 0 && term >= 0 && base >= 1 && init <= kMaxWarmupLength &&
+                         term <= kMaxWarmupLength && base <= kMaxWarmupLength,
+                     "warm-up windows need init_buffer, term_buffer >= 0 and base_window >= 1 "
+                     "(all <= 2^40), got init_buffer ", init, ", base_window ", base,
+                     ", term_buffer ", term);
+  }
+  FHMC_CHECK_VALUE(std::isfinite(target_accept) && target_accept > 0 && target_accept < 1,
+                   "target_accept must be in (0, 1), got ", target_accept);
+}
+
+WarmupWindows warmup_windows_of(int64_t num_warmup, const std::vector<int64_t>& windows) {
+  return windows.empty() ? warmup_windows(num_warmup)
+                         : warmup_windows(num_warmup, windows[0], windows[1], windows[2]);
+}
 
 void check_run_request(const RunRequest& r) {
   const at::Tensor& q = r.q;

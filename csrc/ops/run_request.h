@@ -41,6 +41,12 @@ struct RunRequest {
 // preconditions; the Python driver checks them once.
 void check_run_request(const RunRequest& r);
 
+// The warm-up's length, windows ([] for Stan's, or [init_buffer, base_window, term_buffer]) and
+// target acceptance, as the run op and the pooled_update op take them; and the windows they mean.
+void check_warmup_schedule(int64_t num_warmup, const std::vector<int64_t>& windows,
+                           double target_accept);
+WarmupWindows warmup_windows_of(int64_t num_warmup, const std::vector<int64_t>& windows);
+
 // The target's tensors and scalars as plain views (after check_run_request).
 TargetTensors target_tensor_views(const RunRequest& r);
 

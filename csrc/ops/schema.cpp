@@ -91,6 +91,21 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
       "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False, "
       "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? gradient_evaluations=None) -> ()");
+
+  // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
+  // reduced by the caller (the chains of several processes; math/warmup_update.h): the step size
+  // [1] float64 by dual averaging (state dual_averaging [1, 3]) toward target_accept with the
+  // chains' mean acceptance statistic accept_stat [1] float64, as the run op's pooled warm-up
+  // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
+  // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
+  // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive.
+  // num_warmup, windows, adapt_mass_matrix: the run op's (they place the dual averaging's
+  // restarts). Every tensor on one device; in place, no host sync.
+  m.def(
+      "pooled_update(Tensor(a!) step_size, Tensor(b!) dual_averaging, Tensor(c!) inv_mass, "
+      "Tensor accept_stat, Tensor? variance, float variance_draws, int iteration, "
+      "int num_warmup, int[] windows, float target_accept, bool adapt_step_size, "
+      "bool adapt_mass_matrix) -> ()");
 }
 
 // No gradient flows through the ops (inputs that require grad are refused): autograd passes them
@@ -98,4 +113,5 @@ TORCH_LIBRARY(fused_hmc, m) {
 TORCH_LIBRARY_IMPL(fused_hmc, Autograd, m) {
   m.impl("transition", torch::CppFunction::makeFallthrough());
   m.impl("run", torch::CppFunction::makeFallthrough());
+  m.impl("pooled_update", torch::CppFunction::makeFallthrough());
 }

@@ -6,8 +6,8 @@ The file is a zarr store zipped into one file (storage.py). Group ``sampler`` ho
 arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, the target in
 ``sampler/target``), the books (the state ``q``, the Welford sums, the acceptance counters;
 the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
-inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state,
-and with trajectory lengths the chains' leapfrog step counts). Group ``posterior`` holds
+inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state;
+the chains' gradient evaluations). Group ``posterior`` holds
 the draws kept in memory so far; draws streamed to ``out=`` stay in that store, which a resumed
 run cuts back to the draws the checkpoint counted before it appends.
 
@@ -25,7 +25,7 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-FORMAT = 1
+FORMAT = 2  # 2: the chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 
 

@@ -24,8 +24,10 @@ first global chains within :data:`fused_hmc.diagnostics.SUMMARY_VALUES` (first
 :data:`DIAGNOSTIC_DIMS` dims), the same chains a one-process ``summary()`` examines, their draws
 gathered to every rank (at most that many values; ESS / R-hat are computed when printed).
 
-Not yet (the rest of issue 16): pooled warm-up across ranks (``pooled=True`` is refused: the
-kernel pools over its own chains only), and checkpoints of a distributed run.
+Pooled warm-up (``pooled=True``) pools over every rank's chains: each transition's statistics
+meet in an all-gather (:mod:`fused_hmc.sampling.pooled_ranks` says how, what it costs, and how
+the result depends on the rank count). Not yet: ChEES across ranks, and checkpoints of a
+distributed run.
 """
 from __future__ import annotations
 
@@ -46,13 +48,14 @@ def merge_moments(counts: torch.Tensor, means: torch.Tensor, m2s: torch.Tensor):
     """(count, mean, M2) of the union of k parts, each given by its count n_i, mean m_i [dim] and
     sum of squared deviations M2_i [dim] (float64): Chan, Golub & LeVeque (1979)'s update for k
     parts, N = sum n_i, mean = sum n_i m_i / N, M2 = sum M2_i + sum n_i (m_i - mean)^2.
-    Empty parts (n_i = 0) count for nothing; with N = 0 the mean and M2 are NaN."""
+    Empty parts (n_i = 0) count for nothing; with N = 0 the mean and M2 are NaN. counts: a CPU
+    tensor; means and m2s on any one device."""
     counts = counts.to(torch.float64)
     total = counts.sum()
     if total == 0:
         nan = torch.full_like(means[0], float("nan"))
         return 0, nan, nan.clone()
-    weights = counts[:, None]
+    weights = counts.to(means.device)[:, None]  # counts on the host: no device sync
     mean = (weights * means).sum(0) / total
     m2 = m2s.sum(0) + (weights * (means - mean) ** 2).sum(0)
     return int(total), mean, m2
@@ -148,21 +151,17 @@ class ChainGroup:
                         if dist.get_backend(group) == "nccl" else torch.device("cpu"))
         self._pending: str | None = stage  # the collective point every rank is heading for
         self.chains = 0  # every rank's chains, once layout() has run
+        self.chain_counts: list[int] = []  # each rank's, likewise
 
     @staticmethod
-    def check_arguments(chain_offset: int, pooled: bool, checkpoint,
-                        adapt_trajectory_length: bool = False) -> None:
+    def check_arguments(chain_offset: int, checkpoint, adapt_trajectory_length: bool = False) -> None:
         if chain_offset != 0:
             raise ValueError("chain_offset must be 0 with process_group: each rank's offset is "
                              "the chains of the lower ranks")
         if adapt_trajectory_length:
             raise ValueError("adapt_trajectory_length=True is not supported with process_group "
-                             "yet: ChEES pools its warm-up over all chains, and the kernel pools "
-                             "over its own rank's chains only (issue 16)")
-        if pooled:
-            raise ValueError("pooled=True is not supported with process_group yet: the kernel "
-                             "pools the warm-up over its own rank's chains only (issue 16); "
-                             "use per-chain warm-up (pooled=False)")
+                             "yet: ChEES's criterion centres every chain on the ensemble's means, "
+                             "which the kernel forms over its own rank's chains only (issue 16)")
         if checkpoint is not None:
             raise ValueError("checkpoint= is not supported with process_group yet")
 
@@ -197,6 +196,16 @@ class ChainGroup:
         dist.all_gather(parts, values, group=self.group)
         return torch.stack(parts).cpu()
 
+    def gather_on_device(self, values: torch.Tensor) -> torch.Tensor:
+        """Every rank's `values` stacked in rank order [ranks, ...], on values' device (NCCL
+        gathers on the GPU's stream, with no host round trip; gloo through the host)."""
+        import torch.distributed as dist
+
+        local = values.nan_to_num().to(self._device)
+        parts = [torch.empty_like(local) for _ in range(self.size)]
+        dist.all_gather(parts, local, group=self.group)
+        return torch.stack(parts).to(values.device)
+
     def layout(self, q: torch.Tensor, seed: int, seed_given: bool) -> tuple[int, int, int]:
         """(this rank's chain offset, the seed every rank uses, the chains of every rank)."""
         self._proceed()
@@ -216,7 +225,7 @@ class ChainGroup:
         if given[0] and len(set(keys)) > 1:
             raise ValueError(f"the ranks were given different seeds ({[k % 2**64 for k in keys]}): "
                              "give every rank the same seed")
-        self.chains = sum(chains)
+        self.chains, self.chain_counts = sum(chains), chains
         return sum(chains[:self.rank]), keys[0] % 2**64, self.chains
 
     def merge(self, result, mean: torch.Tensor, m2: torch.Tensor, accept_prob_sum: torch.Tensor,

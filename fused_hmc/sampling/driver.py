@@ -129,8 +129,9 @@ class Sampler:
             (None on every rank: rank 0's draw). Every rank's results are its own chains' (bit for
             bit those of one process running every rank's chains in rank order, per-chain warm-up
             included), with ``global_summary`` (moments, acceptance, ESS / R-hat of every rank's
-            chains) from each ``run``, which every rank must call alike. Not with pooled=True
-            (warm-up pooled across ranks is not supported yet) nor checkpoint=.
+            chains) from each ``run``, which every rank must call alike. pooled=True pools the
+            warm-up over every rank's chains (:mod:`fused_hmc.sampling.pooled_ranks`). Not with
+            adapt_trajectory_length=True nor checkpoint= (yet).
         superchains: K, to run the chains as K superchains for nested R-hat (Margossian et al.
             2024; see :mod:`fused_hmc.sampling.superchains`): chains k M .. (k + 1) M - 1
             (M = chains / K, which must be whole) all start at q0's row k M, the first of their
@@ -186,7 +187,7 @@ class Sampler:
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
         if self._group is not None:
-            self._group.check_arguments(self.chain_offset, self.warmup.pooled, checkpoint,
+            self._group.check_arguments(self.chain_offset, checkpoint,
                                         self.warmup.adapt_trajectory_length)
         self._next = count("first_transition", first_transition, 0)
         if seed is not None and generator is not None:
@@ -261,7 +262,8 @@ class Sampler:
             inverse_mass = inverse_mass.expand(groups, dim)
         return ChainKernel(self._q, target, step.expand(groups), inverse_mass, self.jitter,
                            self.num_leapfrog_steps, self._key, self.chain_offset, self.warmup,
-                           self._next, self.trajectory_length, self.max_leapfrog_steps)
+                           self._next, self.trajectory_length, self.max_leapfrog_steps,
+                           pool_over=self._group if self.warmup.pooled else None)
 
     @property
     def _warmup_done(self) -> int:
@@ -575,8 +577,7 @@ class Sampler:
     def _result(self, hand_over: bool) -> SampleResult:
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
-        warm_gradients, gradients = self._chains.gradient_evaluations(self._warmup_done,
-                                                                      transitions)
+        warm_gradients, gradients = self._chains.gradient_evaluations()
         return SampleResult(
             samples=self._all_draws(hand_over) if self.keep_samples and self._out is None
             else None,

@@ -10,7 +10,9 @@ the same op with G = 1 and inverse mass 1 (bit for bit the seed sampler's transi
 Trajectories are a fixed number of leapfrog steps L, or a trajectory length T (given, or adapted
 by ChEES in a pooled warm-up): then each transition runs min(max_leapfrog_steps,
 max(1, ceil(w T / eps_t))) steps, w the chain's jitter (see :mod:`fused_hmc.sampling.warmup`),
-and the op counts every chain's steps, from which the result's gradient evaluations come.
+and the op counts every chain's gradient evaluations (L per transition, plus one per call for a
+target that carries its force from one transition to the next, or per transition for the
+Gaussians, which evaluate it at each start), from which the result's counts come.
 """
 from __future__ import annotations
 
@@ -61,13 +63,16 @@ class ChainKernel:
     them in place; sampling reads them. num_leapfrog_steps: L, or with a trajectory length the
     initial length in steps (ChEES starts at T0 = L step_size); trajectory_length: a fixed T
     (None: L steps, or ChEES's T when ``settings.adapt_trajectory_length``); max_leapfrog_steps:
-    the most steps a transition of length T runs.
+    the most steps a transition of length T runs. pool_over: a
+    :class:`~fused_hmc.sampling.distributed.ChainGroup` whose ranks' chains a pooled warm-up
+    (G = 1) pools over (:mod:`fused_hmc.sampling.pooled_ranks`), or None.
     """
 
     def __init__(self, q: torch.Tensor, target, step_size: torch.Tensor,
                  inverse_mass: torch.Tensor | None, jitter: float, num_leapfrog_steps: int,
                  key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int,
-                 trajectory_length: float | None = None, max_leapfrog_steps: int = 1000):
+                 trajectory_length: float | None = None, max_leapfrog_steps: int = 1000,
+                 pool_over=None):
         self.target_name = target.op_name(q.dtype, q.device)
         self.target_tensors = target.op_tensors(q.dtype, q.device)
         self.target_scalars = target.op_scalars()
@@ -93,19 +98,24 @@ class ChainKernel:
         self.fixed_length = trajectory_length
         self.max_leapfrog_steps = max_leapfrog_steps
         self._sampling_length = None  # ChEES's T, read once from the device when sampling starts
-        # Varying trajectories: each chain's leapfrog steps, counted by the op (warm-up, sampling).
-        varying = chees is not None or trajectory_length is not None
-        self.leapfrog_steps = ((torch.zeros(q.shape[0], dtype=torch.int64, device=q.device),
-                                torch.zeros(q.shape[0], dtype=torch.int64, device=q.device))
-                               if varying else None)
+        # Each chain's gradient evaluations, counted by the op (warm-up, sampling).
+        self.gradients = tuple(torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
+                               for _ in range(2))
         self.state = AdaptationState(step, inv_mass, chees=chees)
+        self._rank_pool = None
+        if pool_over is not None and settings.num_warmup:
+            from .pooled_ranks import RankPooledWarmup
+
+            self._rank_pool = RankPooledWarmup(self, pool_over)
         if self.warmup_left:
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
                                          torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64),
                                          chees)
 
-    def _run(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
-             trajectory: dict, **kwargs) -> None:
+    def run_op(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
+               trajectory: dict, **kwargs) -> None:
+        """The run op on this kernel's target, stream and step sizes: transitions [first,
+        first + n) with inv_mass, the trajectory arguments and the op's other arguments."""
         # With a trajectory length, the op's num_leapfrog_steps is the cap on steps.
         ops.run(q, self.target_name, self.target_tensors, self.target_scalars,
                 self.state.step_size, inv_mass, self.jitter,
@@ -116,15 +126,20 @@ class ChainKernel:
         """Warm-up transitions [first, first + n), which must be the next ones of the warm-up."""
         s = self.settings
         if self.state.chees is not None:  # T = chees[0], adapted by the op after each transition
-            trajectory = dict(chees=self.state.chees, leapfrog_steps=self.leapfrog_steps[0])
+            trajectory = dict(chees=self.state.chees)
         else:
-            trajectory = self._length_arguments(0)
-        self._run(q, first, n, self.state.inverse_mass, trajectory,
-                  dual_averaging=self.state.dual_averaging,
-                  window_mean=self.state.window_mean, window_m2=self.state.window_m2,
-                  warmup_start=self.warmup_start, num_warmup=s.num_warmup, windows=s.windows,
-                  target_accept=s.target_accept, adapt_step_size=s.adapt_step_size,
-                  adapt_mass_matrix=s.adapt_mass_matrix)
+            trajectory = self._length_arguments()
+        if self._rank_pool is not None:
+            self._rank_pool.run(q, first, n, trajectory)
+        else:
+            self.run_op(q, first, n, self.state.inverse_mass, trajectory,
+                        gradient_evaluations=self.gradients[0],
+                        dual_averaging=self.state.dual_averaging,
+                        window_mean=self.state.window_mean, window_m2=self.state.window_m2,
+                        warmup_start=self.warmup_start, num_warmup=s.num_warmup,
+                        windows=s.windows, target_accept=s.target_accept,
+                        adapt_step_size=s.adapt_step_size,
+                        adapt_mass_matrix=s.adapt_mass_matrix)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
             self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,
@@ -134,14 +149,14 @@ class ChainKernel:
                stats: RunStatistics, kept_before: int) -> None:
         """Sampling transitions [first, first + n): draws [B, K, d] (or None) and stats."""
         inv_mass = self._unit if self.unit_mass else self.state.inverse_mass
-        self._run(q, first, n, inv_mass, self._length_arguments(1), thin=thin,
-                  kept_before=kept_before, samples=draws, mean=stats.mean, m2=stats.m2,
-                  accept_count=stats.accept_count, accept_prob_sum=stats.accept_prob_sum)
+        self.run_op(q, first, n, inv_mass, self._length_arguments(),
+                    gradient_evaluations=self.gradients[1], thin=thin,
+                    kept_before=kept_before, samples=draws, mean=stats.mean, m2=stats.m2,
+                    accept_count=stats.accept_count, accept_prob_sum=stats.accept_prob_sum)
 
-    def _length_arguments(self, phase: int) -> dict:
+    def _length_arguments(self) -> dict:
         """The op's arguments for transitions of one fixed length: {} for L steps, else the length
-        T (the one given, or ChEES's final one) and the step counters of `phase` (0: warm-up,
-        1: sampling)."""
+        T (the one given, or ChEES's final one)."""
         length = self.fixed_length
         if self.state.chees is not None:
             if self._sampling_length is None:  # one read from the device, after the warm-up
@@ -149,7 +164,7 @@ class ChainKernel:
             length = self._sampling_length
         if length is None:
             return {}
-        return dict(trajectory_length=length, leapfrog_steps=self.leapfrog_steps[phase])
+        return dict(trajectory_length=length)
 
     def trajectory_length(self) -> float | None:
         """The trajectory length T transitions run with now (ChEES's current or final one, or the
@@ -158,21 +173,16 @@ class ChainKernel:
             return float(self.state.chees[0])
         return self.fixed_length
 
-    def gradient_evaluations(self, warmup_done: int, sampled: int) -> tuple[int, int]:
-        """Gradient evaluations of all chains together (warm-up, sampling) after `warmup_done`
-        warm-up and `sampled` sampling transitions: a transition of L leapfrog steps evaluates the
-        gradient L + 1 times (at its start, then after each step's drift)."""
-        if self.leapfrog_steps is None:
-            per_transition = (self.num_leapfrog_steps + 1) * self.chains
-            return per_transition * warmup_done, per_transition * sampled
-        warm, sampling = (int(t.sum()) for t in self.leapfrog_steps)
-        return warm + self.chains * warmup_done, sampling + self.chains * sampled
+    def gradient_evaluations(self) -> tuple[int, int]:
+        """Gradient evaluations of all chains together so far (warm-up, sampling), as the op
+        counted them."""
+        return tuple(int(t.sum()) for t in self.gradients)
 
     def checkpoint_state(self) -> tuple[dict, dict]:
         """(tensors with their dimension names, integers) that change as the chains run: step
         sizes, inverse masses, the warm-up left, during warm-up the dual averaging and window
-        moments, with ChEES its state, and with trajectory lengths the chains' step counts. With
-        the constructor's arguments they resume the adaptation exactly."""
+        moments, with ChEES its state, and the chains' gradient evaluations. With the
+        constructor's arguments they resume the adaptation exactly."""
         s = self.state
         tensors = {"step_size": (s.step_size, ("group",)),
                    "inv_mass": (s.inverse_mass, ("group", "dim"))}
@@ -182,9 +192,8 @@ class ChainKernel:
                            window_m2=(s.window_m2, ("chain", "dim")))
         if s.chees is not None:
             tensors["chees"] = (s.chees, ("chees",))
-        if self.leapfrog_steps is not None:
-            tensors.update(warmup_leapfrog_steps=(self.leapfrog_steps[0], ("chain",)),
-                           sampling_leapfrog_steps=(self.leapfrog_steps[1], ("chain",)))
+        tensors.update(warmup_gradient_evaluations=(self.gradients[0], ("chain",)),
+                       sampling_gradient_evaluations=(self.gradients[1], ("chain",)))
         return tensors, {"warmup_left": self.warmup_left}
 
     def load_checkpoint_state(self, tensors: dict, integers: dict) -> None:
@@ -197,9 +206,9 @@ class ChainKernel:
         if s.chees is not None:
             s.chees.copy_(tensors["chees"])
             self._sampling_length = None
-        if self.leapfrog_steps is not None:
-            self.leapfrog_steps[0].copy_(tensors["warmup_leapfrog_steps"])
-            self.leapfrog_steps[1].copy_(tensors["sampling_leapfrog_steps"])
+        for counts, name in zip(self.gradients, ("warmup_gradient_evaluations",
+                                                 "sampling_gradient_evaluations")):
+            counts.copy_(tensors[name])
         if self.warmup_left:
             s.dual_averaging.copy_(tensors["dual_averaging"])
             s.window_mean.copy_(tensors["window_mean"])

@@ -66,8 +66,11 @@ class SampleResult(NamedTuple):
             and ``inverse_mass``) to continue. None for a fixed num_leapfrog_steps.
         max_leapfrog_steps: the cap on a transition's steps when its length is a time.
         warmup_gradient_evaluations, sampling_gradient_evaluations: gradient evaluations of all
-            chains together in the warm-up and in sampling: L + 1 per transition of L leapfrog
-            steps, L counted by the kernel per chain when the trajectory length is a time.
+            chains together in the warm-up and in sampling, as the kernel counted them: L per
+            transition of L leapfrog steps, plus one per kernel call for a target that carries
+            the gradient at the chain's state from one transition to the next (a CppTarget and
+            the models), or one per transition for the Gaussians (which evaluate it at each
+            start).
         global_summary: with a ``process_group``, the statistics of every rank's chains (a
             :class:`fused_hmc.sampling.distributed.GlobalSummary`: merged moments, summed
             acceptance, the draws of the first global chains for ESS / R-hat), which

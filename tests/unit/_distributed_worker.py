@@ -14,6 +14,14 @@ import fused_hmc
 CHAINS, DIM, SEED = 7, 3, 1234  # 7 global chains: uneven shards on 2 and 3 ranks
 RUN = dict(step_size=0.3, num_leapfrog_steps=4, num_warmup=30, jitter=0.1, progress=False)
 SAMPLES = 20
+# Pooled over the ranks: 20 warm-up transitions make Stan's windows 3 / 15 / 2 (one slow window,
+# so the inverse mass is pooled once); a diagonal target with unequal scales, so it matters.
+POOLED = dict(RUN, num_warmup=20, pooled=True)
+POOLED_NAMES = ("samples", "final_state", "accept_count", "step_size", "inverse_mass")
+
+
+def pooled_target():
+    return fused_hmc.DiagonalGaussian(torch.zeros(DIM), torch.tensor([0.5, 1.0, 3.0]))
 
 
 def global_start() -> torch.Tensor:
@@ -50,8 +58,11 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     saved["global"] = res.global_summary
     torch.manual_seed(100 + rank)  # seed=None: each rank would draw another; rank 0's is taken
     saved["drawn_seed"] = fused_hmc.Sampler(q0, process_group=group, progress=False).seed
-    saved["pooled"] = _outcome(lambda: fused_hmc.Sampler(q0, pooled=True, num_warmup=10,
-                                                         process_group=group))
+    pooled = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
+                              **POOLED)
+    saved["pooled"] = {name: getattr(pooled, name) for name in POOLED_NAMES}
+    saved["chees"] = _outcome(lambda: fused_hmc.Sampler(q0, adapt_trajectory_length=True,
+                                                        num_warmup=10, process_group=group))
     saved["seed_mismatch"] = _outcome(lambda: fused_hmc.Sampler(q0, seed=rank,
                                                                 process_group=group))
     bad_dim = q0 if rank != 1 else torch.zeros(len(q0), DIM + 1, dtype=q0.dtype)

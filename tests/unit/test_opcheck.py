@@ -93,9 +93,21 @@ def _run(device, dtype):
     return samples
 
 
+def _pooled_update(device, dtype):
+    """A step-size update mid-warm-up, and one at a slow window's end with the variance."""
+    f64 = dict(device=device, **_F64)
+    state = lambda: (torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),  # noqa: E731
+                     torch.full((1, D), 0.8, dtype=dtype, device=device))
+    return [((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 0, 40, [5, 5, 5], 0.8, True,
+              True), {}),
+            ((*state(), torch.full((1,), 0.7, **f64), torch.full((D,), 2.0, **f64), 35.0, 9, 40,
+              [5, 5, 5], 0.8, True, True), {})]
+
+
 SAMPLES = {
     "fused_hmc::transition": _transition,
     "fused_hmc::run": _run,
+    "fused_hmc::pooled_update": _pooled_update,
     "fused_hmc_testing::philox4x32": _philox4x32,
 }
 

@@ -1,0 +1,60 @@
+// The warm-up's adaptation updates after one transition, in one place for every kernel (the CPU
+// chains, the CUDA per-chain and pooled kernels) and for the pooled_update op, which applies them
+// from statistics reduced outside the kernels (the chains of several processes).
+#pragma once
+
+#include <cstdint>
+
+#include "adaptation_windows.h"
+#include "dual_averaging.h"
+#include "host_device.h"
+#include "mass_matrix.h"
+
+namespace fused_hmc {
+
+// The step size after warm-up iteration i (counted from the warm-up's start) with acceptance
+// statistic `accept_stat`: dual averaging toward target_accept, restarted after each slow window
+// when the inverse mass is adapted, and exp(x_bar) after the last iteration.
+FHMC_HD double warmup_step_size_update(DualAveraging& averaging, const WarmupWindows& windows,
+                                       int64_t i, bool adapt_mass_matrix, double accept_stat,
+                                       double target_accept, double step_size) {
+  const int64_t n = i - dual_averaging_start(windows, i, adapt_mass_matrix) + 1;
+  step_size = dual_averaging_update(averaging, n, accept_stat, target_accept, step_size);
+  if (i == windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
+  return step_size;
+}
+
+// One pooled update from statistics of every chain (the pooled_update op): the mean acceptance
+// statistic of iteration i, and at the end of a slow window the pooled variance of its draws.
+template <typename scalar_t>
+struct PooledUpdateParams {
+  double* step_size;              // [1]
+  DualAveraging* dual_averaging;  // [1]
+  scalar_t* inv_mass;             // [dim]
+  const double* accept_stat;      // [1]
+  const double* variance;         // [dim], or null: no inverse-mass update
+  double variance_draws;          // the draws behind `variance` (Stan's regularisation)
+  int64_t dim;
+  WarmupWindows windows;
+  int64_t iteration;
+  double target_accept;
+  bool adapt_step_size, adapt_mass_matrix;
+};
+
+// The update as the pooled kernels order it (the step size, then the inverse mass), coordinates
+// j0, j0 + stride, ... of the inverse mass by this thread, the step size by the owner.
+template <typename scalar_t>
+FHMC_HD void apply_pooled_update(const PooledUpdateParams<scalar_t>& p, bool owner, int64_t j0,
+                                 int64_t stride) {
+  if (owner && p.adapt_step_size) {
+    *p.step_size =
+        warmup_step_size_update(*p.dual_averaging, p.windows, p.iteration, p.adapt_mass_matrix,
+                                *p.accept_stat, p.target_accept, *p.step_size);
+  }
+  if (p.variance == nullptr) return;
+  for (int64_t j = j0; j < p.dim; j += stride) {
+    p.inv_mass[j] = adapted_inverse_mass(p.variance[j], p.variance_draws, p.inv_mass[j]);
+  }
+}
+
+}  // namespace fused_hmc

@@ -1,0 +1,79 @@
+// The pooled_update op (schema.cpp): one pooled warm-up update (math/warmup_update.h) from
+// statistics reduced outside the kernels, on the state's device, with no host sync. A warm-up
+// pooled over the chains of several processes runs each transition with the run op, reduces the
+// acceptance statistic (and, at a slow window's end, the window's moments) over the process group,
+// and applies this op's update on every rank alike.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "../check_message.h"
+#include "../math/warmup_update.h"
+#include "../transition_request.h"
+#include "cuda_backend.h"
+#include "run_request.h"
+
+namespace fused_hmc {
+namespace {
+
+using OptionalTensor = std::optional<at::Tensor>;
+
+void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging,
+                   const at::Tensor& inv_mass, const at::Tensor& accept_stat,
+                   const OptionalTensor& variance, double variance_draws, int64_t iteration,
+                   int64_t num_warmup, at::IntArrayRef windows, double target_accept,
+                   bool adapt_step_size, bool adapt_mass_matrix) {
+  FHMC_CHECK_VALUE(inv_mass.dim() == 2 && inv_mass.size(0) == 1 && inv_mass.size(1) >= 1,
+                   "inv_mass must have shape [1, dim] (one pooled inverse mass), got ",
+                   inv_mass.sizes());
+  FHMC_CHECK_TYPE(inv_mass.scalar_type() == at::kFloat || inv_mass.scalar_type() == at::kDouble,
+                  "inv_mass must be float32 or float64, got ", inv_mass.scalar_type());
+  FHMC_CHECK_VALUE(inv_mass.is_contiguous(), "inv_mass (updated in place) must be contiguous");
+  const int64_t dim = inv_mass.size(1);
+  // check_chain_buffer's device, dtype, shape and layout checks, against inv_mass as the state.
+  check_chain_buffer(inv_mass, step_size, "step_size", {1}, at::kDouble);
+  check_chain_buffer(inv_mass, dual_averaging, "dual_averaging", {1, 3}, at::kDouble);
+  check_chain_buffer(inv_mass, accept_stat, "accept_stat", {1}, at::kDouble);
+  if (variance) check_chain_buffer(inv_mass, *variance, "variance", {dim}, at::kDouble);
+  for (const auto& [t, name] : {std::pair{&step_size, "step_size"}, {&inv_mass, "inv_mass"},
+                                {&dual_averaging, "dual_averaging"}}) {
+    check_not_differentiated(*t, name);
+  }
+  const std::vector<int64_t> schedule = windows.vec();
+  check_warmup_schedule(num_warmup, schedule, target_accept);
+  FHMC_CHECK_VALUE(iteration >= 0 && iteration < num_warmup, "iteration must be in [0, ",
+                   num_warmup, ") (a warm-up iteration), got ", iteration);
+  FHMC_CHECK_VALUE(!variance || (std::isfinite(variance_draws) && variance_draws >= 2),
+                   "variance_draws must be the (>= 2) draws behind variance, got ",
+                   variance_draws);
+  const c10::OptionalDeviceGuard guard(inv_mass.device());
+  AT_DISPATCH_FLOATING_TYPES(inv_mass.scalar_type(), "fused_hmc::pooled_update", [&] {
+    PooledUpdateParams<scalar_t> p{};
+    p.step_size = step_size.data_ptr<double>();
+    p.dual_averaging = reinterpret_cast<DualAveraging*>(dual_averaging.data_ptr<double>());
+    p.inv_mass = inv_mass.data_ptr<scalar_t>();
+    p.accept_stat = accept_stat.data_ptr<double>();
+    p.variance = variance ? variance->data_ptr<double>() : nullptr;
+    p.variance_draws = variance_draws;
+    p.dim = dim;
+    p.windows = warmup_windows_of(num_warmup, schedule);
+    p.iteration = iteration;
+    p.target_accept = target_accept;
+    p.adapt_step_size = adapt_step_size;
+    p.adapt_mass_matrix = adapt_mass_matrix;
+    if (!inv_mass.is_cuda()) {
+      apply_pooled_update(p, true, 0, 1);
+      return;
+    }
+    const CudaBackend* cuda = cuda_backend();
+    FHMC_CHECK_VALUE(cuda != nullptr, "fused_hmc was built without its CUDA kernels");
+    cuda->check_launch(cuda->launch_pooled_update(p, cuda->current_stream()));
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) { m.impl("pooled_update", &pooled_update); }
+TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("pooled_update", &pooled_update); }
+
+}  // namespace fused_hmc
