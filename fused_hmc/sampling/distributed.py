@@ -10,7 +10,9 @@ Collectives, and what each costs:
 - construction: an all-reduce of an "ok" flag, then one all-gather of each rank's chain count,
   dim, dtype and seed (checked equal; ``seed=None``: every rank takes rank 0's draw);
 - the end of every ``run``: the "ok" flag, one all-gather of each rank's moments and acceptance
-  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below).
+  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below);
+- a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition, and
+  one of 2 d numbers at each slow window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
 
 A rank that raises before one of these points contributes "failed" to its flag, and every other
 rank then raises RuntimeError instead of waiting for it (an error after the constructor's
