@@ -171,6 +171,12 @@ class ChainGroup:
         """Every rank is heading for a collective point now (an error on the way is spread)."""
         self._pending = stage
 
+    def meet(self, then: str) -> None:
+        """Every rank has come this far (raises if another failed on its way here), and heads for
+        `then` next: before collectives of another kind, which a failed rank's vote would meet."""
+        self._proceed()
+        self._pending = then
+
     def abort(self) -> None:
         """This rank failed: the collective point pending, if any, learns so."""
         if self._pending is not None:

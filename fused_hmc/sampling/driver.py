@@ -336,6 +336,10 @@ class Sampler:
         buffer = (self._allocate_draws(kept_new, copy_for_result=not last)
                   if self.keep_samples and self._out is None else None)
         result = None
+        if warmup and self._group is not None and self.warmup.pooled:
+            # The pooled warm-up's gathers follow (one per transition, whatever the chunks): a
+            # rank that failed on its way here stops the others at this vote instead.
+            self._group.meet("running")
         try:
             capacity = self._open_stream(kept_new) if self._out is not None else 0
             with SigintDeferral() as sigint, self._on_device():

@@ -16,8 +16,9 @@ statistics must meet outside it. Each warm-up transition is then three steps on 
    step size, dual averaging and inverse mass, identically on every rank.
 
 Cost per transition: a run op launch, a sum, an all-gather of two numbers and a one-block launch.
-With NCCL the gather runs on the GPU's stream: no host round trip per transition (the failure
-flags are read once per call). With gloo the numbers go through the host, one round trip per
+With NCCL the gather runs on the GPU's stream: no host round trip per transition (the ranks'
+failure flags are read every CHECK_EVERY transitions and at the warm-up's end, the same
+transitions on every rank). With gloo the numbers go through the host, one round trip per
 transition.
 
 Deterministic for a given rank count and split of the chains: sums run over a rank's chains in
@@ -33,6 +34,10 @@ import torch
 from .. import _build, ops
 from .distributed import ChainGroup, merge_moments
 
+# Warm-up transitions between the points where every rank reads the ranks' failure flags (a host
+# round trip): a rank's error ends every rank at the next one, wherever the ranks' chunks end.
+CHECK_EVERY = 64
+
 
 class RankPooledWarmup:
     """The warm-up transitions of a ChainKernel (`kernel`, G = 1) pooled over `group`'s ranks."""
@@ -46,6 +51,7 @@ class RankPooledWarmup:
         self._count = torch.zeros(chains, dtype=torch.int64, device=device)
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
         self._ok = torch.ones(1, **f64)
+        self._failure: Exception | None = None  # this rank's, until the next check point
 
     def _window(self, i: int) -> tuple[int, int]:
         s = self.kernel.settings
@@ -55,24 +61,24 @@ class RankPooledWarmup:
         """Warm-up transitions [first, first + n) of this rank's chains q; `length`: the run op's
         trajectory arguments."""
         k, s, g = self.kernel, self.kernel.settings, self.group
-        failure, ok = None, self._ok
         for t in range(first, first + n):
             i = t - k.warmup_start
             start, end = self._window(i)
             in_window = s.adapt_mass_matrix and start >= 0
             mean, m2 = ((k.state.window_mean, k.state.window_m2) if in_window
                         else self._scratch)
-            if failure is None:
+            if self._failure is None:
                 try:
                     self._accept.zero_()
                     k.run_op(q, t, 1, k.state.inverse_mass, length,
                              gradient_evaluations=k.gradients[0], kept_before=i - start
                              if in_window else 0, mean=mean, m2=m2, accept_count=self._count,
                              accept_prob_sum=self._accept)
-                except Exception as exc:  # noqa: BLE001 - joined the gathers, raised below
-                    failure = exc
+                except Exception as exc:  # noqa: BLE001 - raised at the next check point
+                    self._failure = exc
                     self._ok.zero_()
-            # A failed rank keeps joining the gathers (with zeros) so that none waits for it.
+            # A failed rank keeps joining the gathers until the next check point, so that none
+            # waits for it there.
             local = torch.cat([self._accept.sum().reshape(1), self._ok])
             parts = g.gather_on_device(local)
             accept_stat = parts[:, 0].sum(0, keepdim=True) / g.chains
@@ -81,16 +87,23 @@ class RankPooledWarmup:
                 variance, draws = self._window_variance(mean, m2, i - start + 1)
                 mean.zero_()
                 m2.zero_()
-            ok = parts[:, 1].min()
-            if failure is None:
+            if self._failure is None:
                 ops.pooled_update(k.state.step_size, k.state.dual_averaging, k.state.inverse_mass,
                                   accept_stat, variance, draws, i, s.num_warmup, s.windows,
                                   s.target_accept, s.adapt_step_size, s.adapt_mass_matrix)
+            if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
+                self._check(parts[:, 1].min())
+
+    def _check(self, ok: torch.Tensor) -> None:
+        """At a check point every rank reaches at the same transition (whatever its chunks):
+        this rank's own error, or RuntimeError when another rank failed."""
+        if float(ok) != 0.0:  # the host reads the flags here only
+            return
+        failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
-        if float(ok) == 0.0:
-            raise RuntimeError("another rank of the process group failed during the pooled "
-                               "warm-up (its own error says why); this rank stops too")
+        raise RuntimeError("another rank of the process group failed during the pooled "
+                           "warm-up (its own error says why); this rank stops too")
 
     def _window_variance(self, mean: torch.Tensor, m2: torch.Tensor,
                          draws: int) -> tuple[torch.Tensor, float]:

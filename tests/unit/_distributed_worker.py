@@ -73,5 +73,20 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
                                                             process_group=group))
     sampler = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False)
     saved["bad_run"] = _outcome(lambda: sampler.run(0 if rank == 1 else 5))
+    pooled_sampler = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False,
+                                       pooled=True, num_warmup=20)
+    saved["bad_pooled_run"] = _outcome(lambda: pooled_sampler.run(0 if rank == 1 else 5))
+    failing = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False, pooled=True,
+                                num_warmup=20)
+    if rank == 1:  # rank 1's run op fails in the middle of the pooled warm-up
+        real = failing._chains.run_op
+
+        def run_op(q, first, *args, **kwargs):
+            if first == 7:
+                raise ValueError("injected failure at transition 7")
+            return real(q, first, *args, **kwargs)
+
+        failing._chains.run_op = run_op
+    saved["fails_in_pooled_warmup"] = _outcome(lambda: failing.run(5))
     torch.save(saved, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()

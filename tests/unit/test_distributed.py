@@ -158,10 +158,13 @@ def test_refused_on_every_rank(ranks, scenario, error):
 
 
 @pytest.mark.parametrize("scenario, own_error", [("nan_start", "non-finite"),
-                                                 ("bad_run", "num_transitions")])
+                                                 ("bad_run", "num_transitions"),
+                                                 ("bad_pooled_run", "num_transitions"),
+                                                 ("fails_in_pooled_warmup", "injected failure")])
 def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
-    """Rank 1 fails (a NaN start; run(0)): it raises its error, every other rank RuntimeError,
-    at once (the process group's timeout is 30 s)."""
+    """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its run op in the middle
+    of a pooled warm-up): it raises its error, every other rank RuntimeError, at once (the process
+    group's timeout is 30 s)."""
     for k, r in enumerate(ranks):
         outcome = r[scenario]
         if k == 1:
