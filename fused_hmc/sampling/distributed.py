@@ -156,7 +156,8 @@ class ChainGroup:
         self.chain_counts: list[int] = []  # each rank's, likewise
 
     @staticmethod
-    def check_arguments(chain_offset: int, checkpoint, adapt_trajectory_length: bool = False) -> None:
+    def check_arguments(chain_offset: int, checkpoint,
+                        adapt_trajectory_length: bool = False) -> None:
         if chain_offset != 0:
             raise ValueError("chain_offset must be 0 with process_group: each rank's offset is "
                              "the chains of the lower ranks")
