@@ -210,3 +210,17 @@ def test_torchrun_cli_reports_every_ranks_chains_once():
     assert done.stdout.count("fused_hmc: 8 chains on 2 ranks") == 1, done.stdout
     assert "r_hat" in done.stdout or "R-hat" in done.stdout, done.stdout
     assert "pooled over every rank's chains" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("flags, named", [(["--adapt-trajectory-length", "--warmup", "30"],
+                                           "--adapt-trajectory-length"),
+                                          (["--checkpoint", "x.zip"], "--checkpoint")])
+def test_torchrun_cli_refuses_what_ranks_cannot_do_yet(flags, named):
+    """Under torchrun (WORLD_SIZE > 1) the CLI names the flag it cannot honour yet, before it
+    joins the process group (so nothing waits for the other ranks)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fused_hmc", "sample", "--device", "cpu", "--chains", "4", "--dim",
+         "3", "--samples", "5", "--no-progress", *flags], capture_output=True, text=True,
+        timeout=120, env=dict(os.environ, WORLD_SIZE="2", RANK="0"))
+    assert done.returncode != 0
+    assert named in done.stderr and "torchrun" in done.stderr, done.stderr
