@@ -57,13 +57,15 @@ def fused(model, chains: int, warmup: int, draws: int, gradient: bool, dtype) ->
     res, wall = run(2)
     x = model.constrained_values(res.samples.double().cpu()).numpy()
     out = {"wall_s": wall, "accept": float(res.mean_accept_prob.mean()),
-           "gradient_evaluations": chains * (warmup + draws) * (8 + 1)}  # L + 1 per transition
+           "gradient_evaluations": res.warmup_gradient_evaluations
+           + res.sampling_gradient_evaluations}  # the kernel's count
     return out | _summary(x, _reference(model))
 
 
 def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 5) -> dict:
     """Gradient evaluations per second of the model in the sampling kernel at `chains` chains:
-    `transitions` transitions of L = 8 (L + 1 gradients each) per timed run op call."""
+    `transitions` transitions of L = 8 per timed run op call, each chain carrying its gradient
+    across them (8 per transition plus one per call, as the op counts them)."""
     from fused_hmc import ops
     from timing import time_adaptive
 
@@ -84,7 +86,7 @@ def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 
 
     seconds, _ = time_adaptive(call, DEVICE, target_s=0.2, repeats=3)
     return {"chains": chains, "seconds_per_call": seconds,
-            "gradients_per_second": chains * transitions * 9 / seconds}
+            "gradients_per_second": chains * (transitions * 8 + 1) / seconds}
 
 
 def _reference(model):
