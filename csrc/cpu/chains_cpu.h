@@ -54,12 +54,16 @@ class TrajectoryArrays {
 };
 
 // Every chain's carried force, for a pooled warm-up that runs its transitions one at a time over
-// all chains: f [B, d] and u [B], valid after the call's first transition.
-template <typename scalar_t>
+// all chains: f [B, d] and u [B], valid after the call's first transition; for a target that does
+// not carry it, nothing (a null carry).
+template <class Target, typename scalar_t = typename Target::Scalar>
 class CarriedForces {
  public:
-  CarriedForces(int64_t batch, int64_t dim) : f_(batch * dim), u_(batch), dim_(dim) {}
+  CarriedForces(int64_t batch, int64_t dim)
+      : f_(carries_force<Target>() ? batch * dim : 0), u_(carries_force<Target>() ? batch : 0),
+        dim_(dim) {}
   ForceCarry<scalar_t> of(int64_t b, bool valid) {
+    if (u_.empty()) return {nullptr, nullptr, false};
     return {f_.data() + b * dim_, u_.data() + b, valid};
   }
 
@@ -311,15 +315,13 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
   std::vector<TrajectoryArrays<scalar_t>> arrays(at::get_num_threads(),
                                                  TrajectoryArrays<scalar_t>(c.dim));
-  CarriedForces<scalar_t> forces(carries_force<Target>() ? c.batch : 0, c.dim);
+  CarriedForces<Target> forces(c.batch, c.dim);
   const int64_t grain = std::max<int64_t>(1, c.batch / (4 * at::get_num_threads()));
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     at::parallel_for(0, c.batch, grain, [&](int64_t begin, int64_t end) {
       auto& mine = arrays[at::get_thread_num()];
       for (int64_t b = begin; b < end; ++b) {
-        ForceCarry<scalar_t> carry = carries_force<Target>()
-                                         ? forces.of(b, t > c.first_transition)
-                                         : ForceCarry<scalar_t>{nullptr, nullptr, false};
+        ForceCarry<scalar_t> carry = forces.of(b, t > c.first_transition);
         accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());
       }
     });

@@ -210,7 +210,7 @@ class ChainGroup:
         gathers on the GPU's stream, with no host round trip; gloo through the host)."""
         import torch.distributed as dist
 
-        local = values.nan_to_num().to(self._device)
+        local = values.to(self._device)
         parts = [torch.empty_like(local) for _ in range(self.size)]
         dist.all_gather(parts, local, group=self.group)
         return torch.stack(parts).to(values.device)

@@ -112,7 +112,8 @@ class RankPooledWarmup:
         g = self.group
         chains = mean.shape[0]
         _, rank_mean, rank_m2 = merge_moments(torch.full((chains,), draws), mean, m2)
-        parts = g.gather_on_device(torch.stack([rank_mean, rank_m2]))
+        # A rank without chains has NaN moments, which its zero count then weighs out.
+        parts = g.gather_on_device(torch.stack([rank_mean, rank_m2]).nan_to_num())
         counts = torch.tensor(g.chain_counts) * draws
         total, _, pooled_m2 = merge_moments(counts, parts[:, 0], parts[:, 1])
         return pooled_m2 / (total - 1), float(total)
