@@ -97,6 +97,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         fused_hmc::slow_window_of(fused_hmc::warmup_windows_of(num_warmup, windows), i);
     return std::pair<int64_t, int64_t>{w.start, w.end};
   });
+  // ChEES's weight floor (math/trajectory_adaptation.h), for the same pooled-warm-up driver.
+  m.attr("chees_weight_floor") = fused_hmc::kChEESWeightFloor;
   m.def("limits", [] {
     return std::map<std::string, int64_t>{
         {"kMaxDenseDim", fused_hmc::kMaxDenseDim},

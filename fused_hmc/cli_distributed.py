@@ -28,9 +28,6 @@ class Ranks:
         for dest, flag in _UNSUPPORTED:
             if getattr(args, dest, None) is not None:
                 raise CliError(flag, "is not supported under torchrun (WORLD_SIZE > 1) yet")
-        if getattr(args, "adapt_trajectory_length", False):
-            raise CliError("--adapt-trajectory-length", "(ChEES) is not supported under torchrun "
-                                                        "(WORLD_SIZE > 1) yet")
         import torch.distributed as dist
 
         self.world, self.rank = world, int(os.environ.get("RANK", "0"))

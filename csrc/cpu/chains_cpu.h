@@ -91,6 +91,20 @@ void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t k, const scal
   for (int64_t j = 0; j < dim; ++j) welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
 }
 
+// Chain b's trajectory record row [trajectory_record_width(dim)] (math/trajectory_adaptation.h)
+// after its transition: s as chain_transition leaves it, inv_mass its inverse mass.
+template <typename scalar_t>
+void record_trajectory(double* row, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
+                       int64_t dim, double accept_prob, float jitter) {
+  for (int64_t j = 0; j < dim; ++j) {
+    row[j] = static_cast<double>(s.x0[j]);
+    row[dim + j] = static_cast<double>(s.x[j]);
+    row[2 * dim + j] = static_cast<double>(mul_rn(inv_mass[j], -s.p[j]));
+  }
+  row[3 * dim] = accept_prob;
+  row[3 * dim + 1] = static_cast<double>(jitter);
+}
+
 template <class Target, typename scalar_t = typename Target::Scalar>
 void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const ChainBatch<scalar_t>& c = p.chains;
@@ -99,6 +113,8 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const std::vector<scalar_t> ones(c.inv_mass == nullptr ? c.dim : 0, scalar_t(1));
   const scalar_t* inv_mass = c.inv_mass == nullptr ? ones.data() : c.inv_mass;
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
+  const double length = p.recording.chees != nullptr ? p.recording.chees->trajectory_length
+                                                     : c.trajectory_length;
   at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
     TrajectoryArrays<scalar_t> arrays(c.dim);
     for (int64_t b = begin; b < end; ++b) {
@@ -116,8 +132,12 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
                                                c.dim, q, mass, c.step_size[g], c.jitter,
-                                               c.num_steps, c.trajectory_length, arrays.scratch(),
-                                               carry);
+                                               c.num_steps, length, arrays.scratch(), carry);
+        if (p.recording.rows != nullptr && t + 1 == end_transition) {
+          record_trajectory(p.recording.rows + b * trajectory_record_width(c.dim),
+                            arrays.scratch(), mass, c.dim,
+                            static_cast<double>(decision.accept_prob), decision.trajectory_uniform);
+        }
         gradients += decision.gradient_evaluations;
         accept_count += decision.accepted ? 1 : 0;
         accept_prob_sum += decision.accept_prob;
@@ -131,62 +151,63 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
 }
 
 // ChEES's statistics of one pooled warm-up transition (math/trajectory_adaptation.h): every
-// chain's start x0, proposal x1 (less the target's shift, which the centring removes), end
-// velocity, weight omega and jitter w; then the state's update, in the pooled CUDA kernel's
-// order of operations.
+// chain's trajectory record, then the state's update, in the pooled CUDA kernel's order of
+// operations.
 template <typename scalar_t>
 class ChEESStatistics {
  public:
   ChEESStatistics(int64_t batch, int64_t dim)
-      : batch_(batch), dim_(dim), x0_(batch * dim), x1_(batch * dim), velocity_(batch * dim),
-        weight_(batch), jitter_(batch), m0_(dim), m1_(dim) {}
+      : batch_(batch), dim_(dim), width_(trajectory_record_width(dim)), rows_(batch * width_),
+        m0_(dim), m1_(dim) {}
 
-  // Chain b after its transition: s as chain_transition leaves it, m_inv its inverse mass.
+  // Chain b after its transition: s as chain_transition leaves it, inv_mass its inverse mass.
   void record(int64_t b, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
               double accept_prob, float jitter) {
-    bool finite = true;
-    for (int64_t j = 0; j < dim_; ++j) {
-      x0_[b * dim_ + j] = static_cast<double>(s.x0[j]);
-      x1_[b * dim_ + j] = static_cast<double>(s.x[j]);
-      velocity_[b * dim_ + j] = static_cast<double>(mul_rn(inv_mass[j], -s.p[j]));
-      finite = finite && is_finite_value(x1_[b * dim_ + j]);
-    }
-    if (!finite) std::fill(x1_.begin() + b * dim_, x1_.begin() + (b + 1) * dim_, 0.0);
-    weight_[b] = finite ? accept_prob : 0.0;
-    jitter_[b] = jitter;
+    record_trajectory(row(b), s, inv_mass, dim_, accept_prob, jitter);
   }
 
   void update(ChEESState& state, double next_step_size, int cap) {
+    // A non-finite proposal weighs 0 and counts as 0.
+    for (int64_t b = 0; b < batch_; ++b) {
+      double* x1 = row(b) + dim_;
+      bool finite = true;
+      for (int64_t j = 0; j < dim_; ++j) finite = finite && is_finite_value(x1[j]);
+      if (!finite) {
+        std::fill(x1, x1 + dim_, 0.0);
+        weight(b) = 0.0;
+      }
+    }
     PairwiseChunkSum<double> weights;
-    for (int64_t b = 0; b < batch_; ++b) weights.add(weight_[b]);
+    for (int64_t b = 0; b < batch_; ++b) weights.add(weight(b));
     const double weight_sum = weights.total();
     for (int64_t j = 0; j < dim_; ++j) {
       PairwiseChunkSum<double> start, proposal;
       for (int64_t b = 0; b < batch_; ++b) {
-        start.add(x0_[b * dim_ + j]);
-        proposal.add(mul_rn(weight_[b], x1_[b * dim_ + j]));
+        start.add(row(b)[j]);
+        proposal.add(mul_rn(weight(b), row(b)[dim_ + j]));
       }
       m0_[j] = start.total() / static_cast<double>(batch_);
       m1_[j] = div_rn(proposal.total(), add_rn(weight_sum, kChEESWeightFloor));
     }
     PairwiseChunkSum<double> gradient;
     for (int64_t b = 0; b < batch_; ++b) {
+      const double* r = row(b);
       ChEESChainSums sums;
       for (int64_t j = 0; j < dim_; ++j) {
-        sums.add(sub_rn(x0_[b * dim_ + j], m0_[j]), sub_rn(x1_[b * dim_ + j], m1_[j]),
-                 velocity_[b * dim_ + j]);
+        sums.add(sub_rn(r[j], m0_[j]), sub_rn(r[dim_ + j], m1_[j]), r[2 * dim_ + j]);
       }
-      const double term =
-          sums.term(mul_rn(static_cast<double>(jitter_[b]), state.trajectory_length));
-      gradient.add(mul_rn(weight_[b], term));
+      const double jitter = r[3 * dim_ + 1];
+      gradient.add(mul_rn(weight(b), sums.term(mul_rn(jitter, state.trajectory_length))));
     }
     chees_update(state, gradient.total(), weight_sum, next_step_size, cap);
   }
 
  private:
-  int64_t batch_, dim_;
-  std::vector<double> x0_, x1_, velocity_, weight_;
-  std::vector<float> jitter_;
+  double* row(int64_t b) { return rows_.data() + b * width_; }
+  double& weight(int64_t b) { return row(b)[3 * dim_]; }
+
+  int64_t batch_, dim_, width_;
+  std::vector<double> rows_;
   std::vector<double> m0_, m1_;  // the ensemble means, reused across transitions
 };
 

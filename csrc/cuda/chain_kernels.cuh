@@ -56,15 +56,30 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
   UniformsAhead<GROUP> uniforms;
   KeepClock clock(c.first_transition, p.out.thin);
-  const bool jittered = c.jitter != 0.0, trajectory = c.trajectory_length > 0.0;
+  const double length = p.recording.chees != nullptr ? p.recording.chees->trajectory_length
+                                                     : c.trajectory_length;
+  const bool jittered = c.jitter != 0.0, trajectory = length > 0.0;
   int64_t gradients = 0;
   GroupForceCarry<Target, CHUNKS> carry;
+  const int64_t last = c.first_transition + c.num_transitions - 1;
+  double* record_row = p.recording.rows != nullptr && seat.live
+                           ? p.recording.rows + chain * trajectory_record_width(c.dim)
+                           : nullptr;
 
-  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+  for (int64_t t = c.first_transition; t <= last; ++t) {
+    const TransitionUniforms drawn =
+        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory);
+    TrajectoryRecord record{};
+    if (record_row != nullptr && t == last) {
+      record = {record_row, record_row + c.dim, record_row + 2 * c.dim};
+    }
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
-        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory),
-        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared, carry);
+        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients, drawn,
+        step_size, c.jitter, c.num_steps, length, x_shared, carry, record);
+    if (record.x0 != nullptr && seat.lane == 0) {
+      record_row[3 * c.dim] = static_cast<double>(decision.accept_prob());
+      record_row[3 * c.dim + 1] = static_cast<double>(drawn.trajectory_uniform);
+    }
     gradients += decision.gradient_evaluations;
     const bool kept = clock.advance();
     accept_prob_sum.add(decision.log_alpha);

@@ -14,7 +14,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 3;
+constexpr int kChainParamsVersion = 4;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -63,10 +63,21 @@ struct RunOutputs {
   int64_t thin, kept_before;
 };
 
+// A sampling call that serves a ChEES warm-up pooled outside the kernel (the chains of several
+// processes, fused_hmc/sampling/pooled_ranks.py): its transitions run with the trajectory length
+// chees->trajectory_length, read on the device (no host sync), instead of
+// chains.trajectory_length; and each chain's last transition of the call is written to row b of
+// rows [B, trajectory_record_width(d)] (trajectory_adaptation.h's layout).
+struct TrajectoryRecording {
+  const ChEESState* chees;  // or null
+  double* rows;             // or null
+};
+
 template <typename scalar_t>
 struct SamplingParams {
   ChainBatch<scalar_t> chains;
   RunOutputs<scalar_t> out;
+  TrajectoryRecording recording;
 };
 
 // Warm-up's adaptation state; the scratch arrays serve the pooled (G = 1) CUDA kernel only.

@@ -54,6 +54,12 @@ struct ChEESState {
   double unused;
 };
 
+// What a transition hands ChEES of its chain, as a row of 3 d + 2 float64: the start x0 [d], the
+// proposal x1 [d] (both less the target's shift, which the centring removes), the end velocity
+// inv_mass * p [d] (the momentum before its final flip), then the acceptance statistic a (column
+// 3 d) and the trajectory jitter w (3 d + 1). omega and the finite checks above are the reader's.
+FHMC_HD int64_t trajectory_record_width(int64_t dim) { return 3 * dim + 2; }
+
 // The leapfrog steps of a transition with trajectory length `length` (0: `cap` steps, the fixed
 // number) at step size `eps`, from its trajectory jitter w.
 FHMC_HD int trajectory_steps(double length, int cap, double eps, float w) {

@@ -9,6 +9,7 @@
 #include "dual_averaging.h"
 #include "host_device.h"
 #include "mass_matrix.h"
+#include "trajectory_adaptation.h"
 
 namespace fused_hmc {
 
@@ -25,7 +26,8 @@ FHMC_HD double warmup_step_size_update(DualAveraging& averaging, const WarmupWin
 }
 
 // One pooled update from statistics of every chain (the pooled_update op): the mean acceptance
-// statistic of iteration i, and at the end of a slow window the pooled variance of its draws.
+// statistic of iteration i, ChEES's weighted gradient and weight sums, and at the end of a slow
+// window the pooled variance of its draws.
 template <typename scalar_t>
 struct PooledUpdateParams {
   double* step_size;              // [1]
@@ -34,6 +36,9 @@ struct PooledUpdateParams {
   const double* accept_stat;      // [1]
   const double* variance;         // [dim], or null: no inverse-mass update
   double variance_draws;          // the draws behind `variance` (Stan's regularisation)
+  ChEESState* chees;              // or null: no trajectory-length update
+  const double* chees_sums;       // [2]: sum of omega g, sum of omega (trajectory_adaptation.h)
+  int max_leapfrog_steps;         // ChEES's cap
   int64_t dim;
   WarmupWindows windows;
   int64_t iteration;
@@ -41,8 +46,9 @@ struct PooledUpdateParams {
   bool adapt_step_size, adapt_mass_matrix;
 };
 
-// The update as the pooled kernels order it (the step size, then the inverse mass), coordinates
-// j0, j0 + stride, ... of the inverse mass by this thread, the step size by the owner.
+// The update as the pooled kernels order it (the step size, then ChEES's with the new step size,
+// then the inverse mass), coordinates j0, j0 + stride, ... of the inverse mass by this thread, the
+// step size and ChEES by the owner.
 template <typename scalar_t>
 FHMC_HD void apply_pooled_update(const PooledUpdateParams<scalar_t>& p, bool owner, int64_t j0,
                                  int64_t stride) {
@@ -50,6 +56,9 @@ FHMC_HD void apply_pooled_update(const PooledUpdateParams<scalar_t>& p, bool own
     *p.step_size =
         warmup_step_size_update(*p.dual_averaging, p.windows, p.iteration, p.adapt_mass_matrix,
                                 *p.accept_stat, p.target_accept, *p.step_size);
+  }
+  if (owner && p.chees != nullptr) {
+    chees_update(*p.chees, p.chees_sums[0], p.chees_sums[1], *p.step_size, p.max_leapfrog_steps);
   }
   if (p.variance == nullptr) return;
   for (int64_t j = j0; j < p.dim; j += stride) {

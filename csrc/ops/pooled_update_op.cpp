@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "../check_message.h"
+#include "../math/limits.h"
 #include "../math/warmup_update.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
@@ -22,7 +23,8 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
                    const at::Tensor& inv_mass, const at::Tensor& accept_stat,
                    const OptionalTensor& variance, double variance_draws, int64_t iteration,
                    int64_t num_warmup, at::IntArrayRef windows, double target_accept,
-                   bool adapt_step_size, bool adapt_mass_matrix) {
+                   bool adapt_step_size, bool adapt_mass_matrix, const OptionalTensor& chees,
+                   const OptionalTensor& chees_sums, int64_t max_leapfrog_steps) {
   FHMC_CHECK_VALUE(inv_mass.dim() == 2 && inv_mass.size(0) == 1 && inv_mass.size(1) >= 1,
                    "inv_mass must have shape [1, dim] (one pooled inverse mass), got ",
                    inv_mass.sizes());
@@ -35,6 +37,16 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
   check_chain_buffer(inv_mass, dual_averaging, "dual_averaging", {1, 3}, at::kDouble);
   check_chain_buffer(inv_mass, accept_stat, "accept_stat", {1}, at::kDouble);
   if (variance) check_chain_buffer(inv_mass, *variance, "variance", {dim}, at::kDouble);
+  FHMC_CHECK_VALUE(chees.has_value() == chees_sums.has_value(),
+                   "chees and chees_sums come together (ChEES's state and its sums), got ",
+                   chees ? "chees" : "chees_sums", " alone");
+  if (chees) {
+    check_chain_buffer(inv_mass, *chees, "chees", {8}, at::kDouble);
+    check_chain_buffer(inv_mass, *chees_sums, "chees_sums", {2}, at::kDouble);
+    check_not_differentiated(*chees, "chees");
+    FHMC_CHECK_VALUE(max_leapfrog_steps >= 1 && max_leapfrog_steps <= kMaxLeapfrogSteps,
+                     "max_leapfrog_steps must be in [1, 2^31 - 1], got ", max_leapfrog_steps);
+  }
   for (const auto& [t, name] : {std::pair{&step_size, "step_size"}, {&inv_mass, "inv_mass"},
                                 {&dual_averaging, "dual_averaging"}}) {
     check_not_differentiated(*t, name);
@@ -61,6 +73,9 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
     p.target_accept = target_accept;
     p.adapt_step_size = adapt_step_size;
     p.adapt_mass_matrix = adapt_mass_matrix;
+    p.chees = chees ? reinterpret_cast<ChEESState*>(chees->data_ptr<double>()) : nullptr;
+    p.chees_sums = chees_sums ? chees_sums->data_ptr<double>() : nullptr;
+    p.max_leapfrog_steps = static_cast<int>(max_leapfrog_steps);
     if (!inv_mass.is_cuda()) {
       apply_pooled_update(p, true, 0, 1);
       return;

@@ -78,6 +78,11 @@ RunOutputs<scalar_t> run_outputs(const RunRequest& r) {
   return out;
 }
 
+TrajectoryRecording trajectory_recording(const RunRequest& r) {
+  return {r.chees ? reinterpret_cast<const ChEESState*>(r.chees->data_ptr<double>()) : nullptr,
+          r.trajectory_record ? r.trajectory_record->data_ptr<double>() : nullptr};
+}
+
 template <typename scalar_t>
 WarmupParams<scalar_t> warmup_params(const RunRequest& r) {
   WarmupParams<scalar_t> p{};
@@ -109,7 +114,8 @@ void launch_cpu(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const Ta
   if (r.warmup()) {
     require(l.warmup_cpu, r, "CPU")(t, warmup_params<scalar_t>(r));
   } else {
-    require(l.sample_cpu, r, "CPU")(t, {chain_batch<scalar_t>(r), run_outputs<scalar_t>(r)});
+    require(l.sample_cpu, r, "CPU")(
+        t, {chain_batch<scalar_t>(r), run_outputs<scalar_t>(r), trajectory_recording(r)});
   }
 }
 
@@ -122,7 +128,8 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
   cuda->check_not_capturing("run");
   void* stream = cuda->current_stream();
   if (!r.warmup()) {
-    const SamplingParams<scalar_t> p{chain_batch<scalar_t>(r), run_outputs<scalar_t>(r)};
+    const SamplingParams<scalar_t> p{chain_batch<scalar_t>(r), run_outputs<scalar_t>(r),
+                                     trajectory_recording(r)};
     cuda->check_launch(require(l.sample_cuda, r, "CUDA")(t, p, stream));
     return;
   }
@@ -178,7 +185,7 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
          const OptionalTensor& window_m2, int64_t warmup_start, int64_t num_warmup,
          at::IntArrayRef windows, double target_accept, bool adapt_step_size,
          bool adapt_mass_matrix, double trajectory_length, const OptionalTensor& chees,
-         const OptionalTensor& gradient_evaluations) {
+         const OptionalTensor& gradient_evaluations, const OptionalTensor& trajectory_record) {
   const RunRequest r{q,
                      &find_target_or_raise(target),
                      target_tensors.vec(),
@@ -209,7 +216,8 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
                      adapt_mass_matrix,
                      trajectory_length,
                      chees,
-                     gradient_evaluations};
+                     gradient_evaluations,
+                     trajectory_record};
   check_run_request(r);
   if (num_transitions == 0 || q.size(0) == 0) return;
   const c10::OptionalDeviceGuard guard(q.device());

@@ -83,6 +83,16 @@ void check_sampling(const RunRequest& r) {
   check_chain_buffer(q, *r.m2, "m2", {batch, dim}, at::kDouble, true);
   check_chain_buffer(q, *r.accept_count, "accept_count", {batch}, at::kLong);
   check_chain_buffer(q, *r.accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
+  if (r.chees) {
+    FHMC_CHECK_VALUE(r.trajectory_length == 0.0,
+                     "sampling with chees runs with its trajectory length chees[0]: "
+                     "trajectory_length must be 0, got ", r.trajectory_length);
+    check_chain_buffer(q, *r.chees, "chees", {8}, at::kDouble);
+  }
+  if (r.trajectory_record) {
+    check_chain_buffer(q, *r.trajectory_record, "trajectory_record",
+                       {batch, trajectory_record_width(dim)}, at::kDouble);
+  }
 }
 
 void check_warmup(const RunRequest& r) {
@@ -91,6 +101,8 @@ void check_warmup(const RunRequest& r) {
                    "warm-up (dual_averaging given) keeps nothing: samples, mean, m2, accept_count "
                    "and accept_prob_sum must be None");
   FHMC_CHECK_VALUE(r.window_mean && r.window_m2, "warm-up needs window_mean and window_m2");
+  FHMC_CHECK_VALUE(!r.trajectory_record,
+                   "trajectory_record records sampling transitions: pass no dual_averaging");
   FHMC_CHECK_VALUE(r.warmup_start >= 0, "warmup_start must be >= 0, got ", r.warmup_start);
   check_warmup_schedule(r.num_warmup, r.windows, r.target_accept);
   FHMC_CHECK_VALUE(r.first_transition >= r.warmup_start &&
@@ -178,8 +190,6 @@ void check_run_request(const RunRequest& r) {
   FHMC_CHECK_VALUE(std::isfinite(r.trajectory_length) && r.trajectory_length >= 0,
                    "trajectory_length must be finite and >= 0 (0: num_leapfrog_steps steps), got ",
                    r.trajectory_length);
-  FHMC_CHECK_VALUE(!r.chees || r.warmup(),
-                   "chees adapts the trajectory length during warm-up: pass dual_averaging too");
   if (r.gradient_evaluations) {
     check_chain_buffer(q, *r.gradient_evaluations, "gradient_evaluations", {batch}, at::kLong);
   }

@@ -32,6 +32,7 @@ struct RunRequest {
   bool adapt_step_size, adapt_mass_matrix;
   double trajectory_length;  // 0: num_leapfrog_steps steps; else jittered, capped by them
   std::optional<at::Tensor> chees, gradient_evaluations;
+  std::optional<at::Tensor> trajectory_record;  // sampling only: [B, 3 d + 2] float64
 
   bool warmup() const { return dual_averaging.has_value(); }
 };

@@ -71,16 +71,21 @@ TORCH_LIBRARY(fused_hmc, m) {
   // Jittered trajectories (math/trajectory_adaptation.h): trajectory_length T > 0 makes transition
   // t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
   // trajectory jitter (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is
-  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64 (warm-up with G = 1 only): the
+  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64 (adapted by a warm-up with G = 1): the
   // ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0], the caller
   // sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
   // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
   // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
-  // step size eps'). gradient_evaluations [B] int64, when given, accumulates each chain's
-  // gradient evaluations: L per transition, plus one at the call's first transition for a target
-  // that carries the force at the state from one transition to the next (users' models), or at
-  // every transition for one that does not (the Gaussians; math/target.h's carries_force). The
-  // bits are the same either way.
+  // step size eps'). Sampling with chees runs with T = chees[0], read on the device and left as it
+  // is (trajectory_length must then be 0), and trajectory_record [B, 3 d + 2] float64 (sampling
+  // only) receives each chain's record of the call's last transition
+  // (math/trajectory_adaptation.h): its start and proposal less the target's shift, end velocity
+  // inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over several
+  // processes reduces these outside the op. gradient_evaluations [B] int64, when given,
+  // accumulates each chain's gradient evaluations: L per transition, plus one at the call's first
+  // transition for a target that carries the force at the state from one transition to the next
+  // (users' models), or at every transition for one that does not (the Gaussians; math/target.h's
+  // carries_force). The bits are the same either way.
   m.def(
       "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
@@ -90,7 +95,8 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
       "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
       "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False, "
-      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? gradient_evaluations=None) -> ()");
+      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? gradient_evaluations=None, "
+      "Tensor(n!)? trajectory_record=None) -> ()");
 
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
   // reduced by the caller (the chains of several processes; math/warmup_update.h): the step size
@@ -100,12 +106,16 @@ TORCH_LIBRARY(fused_hmc, m) {
   // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
   // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive.
   // num_warmup, windows, adapt_mass_matrix: the run op's (they place the dual averaging's
-  // restarts). Every tensor on one device; in place, no host sync.
+  // restarts). With chees [8] float64 (the run op's ChEES state) and chees_sums [2] float64 (the
+  // sum over every chain of omega_c g_c and of omega_c, math/trajectory_adaptation.h), ChEES's
+  // update follows the step size's, with the new step size and the cap max_leapfrog_steps, as the
+  // run op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
   m.def(
       "pooled_update(Tensor(a!) step_size, Tensor(b!) dual_averaging, Tensor(c!) inv_mass, "
       "Tensor accept_stat, Tensor? variance, float variance_draws, int iteration, "
       "int num_warmup, int[] windows, float target_accept, bool adapt_step_size, "
-      "bool adapt_mass_matrix) -> ()");
+      "bool adapt_mass_matrix, Tensor(d!)? chees=None, Tensor? chees_sums=None, "
+      "int max_leapfrog_steps=1000) -> ()");
 }
 
 // No gradient flows through the ops (inputs that require grad are refused): autograd passes them

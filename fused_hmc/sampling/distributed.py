@@ -11,8 +11,9 @@ Collectives, and what each costs:
   dim, dtype and seed (checked equal; ``seed=None``: every rank takes rank 0's draw);
 - the end of every ``run``: the "ok" flag, one all-gather of each rank's moments and acceptance
   sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below);
-- a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition, and
-  one of 2 d numbers at each slow window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
+- a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition (with
+  ChEES, of 2 d + 3 numbers and then a second of one), and one of 2 d numbers at each slow
+  window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
 
 A rank that raises before one of these points contributes "failed" to its flag, and every other
 rank then raises RuntimeError instead of waiting for it (an error after the constructor's
@@ -28,8 +29,8 @@ gathered to every rank (at most that many values; ESS / R-hat are computed when 
 
 Pooled warm-up (``pooled=True``) pools over every rank's chains: each transition's statistics
 meet in an all-gather (:mod:`fused_hmc.sampling.pooled_ranks` says how, what it costs, and how
-the result depends on the rank count). Not yet: ChEES across ranks, and checkpoints of a
-distributed run.
+the result depends on the rank count), ChEES's trajectory length included. Not yet: checkpoints
+of a distributed run.
 """
 from __future__ import annotations
 
@@ -106,6 +107,8 @@ class GlobalSummary:
               + (" [interrupted]" if result.interrupted else ""), file=out)
         print(f"acceptance rate {self.accept_rate:.4f} (mean acceptance probability "
               f"{self.mean_accept_prob:.4f})", file=out, flush=True)
+        for line in result.trajectory_lines(gradients=False):  # the same on every rank
+            print(line, file=out)
         if self.draws == 0:
             print("no draws kept yet", file=out)
             return
@@ -156,15 +159,10 @@ class ChainGroup:
         self.chain_counts: list[int] = []  # each rank's, likewise
 
     @staticmethod
-    def check_arguments(chain_offset: int, checkpoint,
-                        adapt_trajectory_length: bool = False) -> None:
+    def check_arguments(chain_offset: int, checkpoint) -> None:
         if chain_offset != 0:
             raise ValueError("chain_offset must be 0 with process_group: each rank's offset is "
                              "the chains of the lower ranks")
-        if adapt_trajectory_length:
-            raise ValueError("adapt_trajectory_length=True is not supported with process_group "
-                             "yet: ChEES's criterion centres every chain on the ensemble's means, "
-                             "which the kernel forms over its own rank's chains only (issue 16)")
         if checkpoint is not None:
             raise ValueError("checkpoint= is not supported with process_group yet")
 

@@ -130,8 +130,8 @@ class Sampler:
             bit those of one process running every rank's chains in rank order, per-chain warm-up
             included), with ``global_summary`` (moments, acceptance, ESS / R-hat of every rank's
             chains) from each ``run``, which every rank must call alike. pooled=True pools the
-            warm-up over every rank's chains (:mod:`fused_hmc.sampling.pooled_ranks`). Not with
-            adapt_trajectory_length=True nor checkpoint= (yet).
+            warm-up (and with adapt_trajectory_length=True ChEES's trajectory length) over every
+            rank's chains (:mod:`fused_hmc.sampling.pooled_ranks`). Not with checkpoint= (yet).
         superchains: K, to run the chains as K superchains for nested R-hat (Margossian et al.
             2024; see :mod:`fused_hmc.sampling.superchains`): chains k M .. (k + 1) M - 1
             (M = chains / K, which must be whole) all start at q0's row k M, the first of their
@@ -187,8 +187,7 @@ class Sampler:
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
         if self._group is not None:
-            self._group.check_arguments(self.chain_offset, checkpoint,
-                                        self.warmup.adapt_trajectory_length)
+            self._group.check_arguments(self.chain_offset, checkpoint)
         self._next = count("first_transition", first_transition, 0)
         if seed is not None and generator is not None:
             raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")

@@ -5,27 +5,33 @@ The run op's pooled warm-up reduces over its own chains inside one launch; acros
 statistics must meet outside it. Each warm-up transition is then three steps on every rank:
 
 1. the run op runs the transition for this rank's chains with the pooled step size and inverse
-   mass, keeping each chain's acceptance statistic and, inside a slow window, folding its state
-   into the chain's window moments (the run op's sampling mode: the same transition, the same
-   Welford update as its warm-up);
+   mass (and with ChEES the pooled trajectory length, read on the device), keeping each chain's
+   acceptance statistic and, inside a slow window, folding its state into the chain's window
+   moments (the run op's sampling mode: the same transition, the same Welford update as its
+   warm-up); with ChEES it also records each chain's start, proposal, end velocity and jitter;
 2. the acceptance statistics are summed over the rank's chains and then over the ranks in rank
    order (one all-gather); at the end of a slow window each rank also merges its chains' window
    moments (Chan et al., as for the global summary) and the ranks' merged moments are merged in
    rank order (a second all-gather);
 3. the ``pooled_update`` op applies the run op's pooled update (csrc/math/warmup_update.h) to the
-   step size, dual averaging and inverse mass, identically on every rank.
+   step size, dual averaging, ChEES state and inverse mass, identically on every rank.
 
-Cost per transition: a run op launch, a sum, an all-gather of two numbers and a one-block launch.
-With NCCL the gather runs on the GPU's stream: no host round trip per transition (the ranks'
-failure flags are read every CHECK_EVERY transitions and at the warm-up's end, the same
-transitions on every rank). With gloo the numbers go through the host, one round trip per
-transition.
+ChEES (``adapt_trajectory_length=True``) centres every chain on the ensemble's means
+(csrc/math/trajectory_adaptation.h), so its statistics take two reductions, the second after the
+first: the column sums of the starts x0 and of the weighted proposals omega x1, and the sum of the
+weights omega, travel with the acceptance sums in step 2's all-gather; each rank then forms its
+chains' terms omega_c g_c around the means and a second all-gather sums them.
+
+Cost per transition: a run op launch, a few sums, an all-gather of two numbers (2 d + 3 with
+ChEES, and a second of one number) and a one-block launch. With NCCL the gathers run on the GPU's
+stream: no host round trip per transition (the ranks' failure flags are read every CHECK_EVERY
+transitions and at the warm-up's end, the same transitions on every rank). With gloo the numbers
+go through the host, one round trip per gather.
 
 Deterministic for a given rank count and split of the chains: sums run over a rank's chains in
 torch's order and over the ranks in rank order, so the bits depend on how many ranks hold which
 chains (and differ, by rounding, from a one-process pooled warm-up, whose kernel sums pairwise
-over all chains). ChEES (``adapt_trajectory_length=True``) is not pooled across ranks yet: its
-criterion centres every chain on the ensemble's means, a second reduction per transition.
+over all chains).
 """
 from __future__ import annotations
 
@@ -52,6 +58,8 @@ class RankPooledWarmup:
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
         self._ok = torch.ones(1, **f64)
         self._failure: Exception | None = None  # this rank's, until the next check point
+        self._chees = (_ChEESRecord(chains, dim, device) if kernel.state.chees is not None
+                       else None)
 
     def _window(self, i: int) -> tuple[int, int]:
         s = self.kernel.settings
@@ -67,21 +75,29 @@ class RankPooledWarmup:
             in_window = s.adapt_mass_matrix and start >= 0
             mean, m2 = ((k.state.window_mean, k.state.window_m2) if in_window
                         else self._scratch)
+            record = {} if self._chees is None else dict(trajectory_record=self._chees.rows)
             if self._failure is None:
                 try:
                     self._accept.zero_()
                     k.run_op(q, t, 1, k.state.inverse_mass, length,
                              gradient_evaluations=k.gradients[0], kept_before=i - start
                              if in_window else 0, mean=mean, m2=m2, accept_count=self._count,
-                             accept_prob_sum=self._accept)
+                             accept_prob_sum=self._accept, **record)
                 except Exception as exc:  # noqa: BLE001 - raised at the next check point
                     self._failure = exc
                     self._ok.zero_()
             # A failed rank keeps joining the gathers until the next check point, so that none
             # waits for it there.
-            local = torch.cat([self._accept.sum().reshape(1), self._ok])
-            parts = g.gather_on_device(local)
+            local = [self._accept.sum().reshape(1), self._ok]
+            if self._chees is not None:
+                local.append(self._chees.column_sums())
+            parts = g.gather_on_device(torch.cat(local))
             accept_stat = parts[:, 0].sum(0, keepdim=True) / g.chains
+            chees = {}
+            if self._chees is not None:
+                sums = self._chees.sums(parts[:, 2:].sum(0), g, k.state.chees[0])
+                chees = dict(chees=k.state.chees, chees_sums=sums,
+                             max_leapfrog_steps=k.max_leapfrog_steps)
             variance, draws = None, 0.0
             if in_window and i == end:
                 variance, draws = self._window_variance(mean, m2, i - start + 1)
@@ -90,7 +106,8 @@ class RankPooledWarmup:
             if self._failure is None:
                 ops.pooled_update(k.state.step_size, k.state.dual_averaging, k.state.inverse_mass,
                                   accept_stat, variance, draws, i, s.num_warmup, s.windows,
-                                  s.target_accept, s.adapt_step_size, s.adapt_mass_matrix)
+                                  s.target_accept, s.adapt_step_size, s.adapt_mass_matrix,
+                                  **chees)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
                 self._check(parts[:, 1].min())
 
@@ -117,3 +134,40 @@ class RankPooledWarmup:
         counts = torch.tensor(g.chain_counts) * draws
         total, _, pooled_m2 = merge_moments(counts, parts[:, 0], parts[:, 1])
         return pooled_m2 / (total - 1), float(total)
+
+
+class _ChEESRecord:
+    """This rank's part of ChEES's statistics of one transition (the terms of
+    csrc/math/trajectory_adaptation.h, formed from the run op's trajectory records)."""
+
+    def __init__(self, chains: int, dim: int, device: torch.device):
+        self.dim = dim
+        self.rows = torch.zeros(chains, 3 * dim + 2, dtype=torch.float64, device=device)
+
+    def _parts(self):
+        """(x0, x1, velocity, omega, jitter): a non-finite proposal weighs 0 and counts as 0."""
+        d, rows = self.dim, self.rows
+        x1 = rows[:, d:2 * d]
+        finite = torch.isfinite(x1).all(1)
+        omega = torch.where(finite, rows[:, 3 * d], 0.0)
+        return (rows[:, :d], torch.where(finite[:, None], x1, 0.0), rows[:, 2 * d:3 * d], omega,
+                rows[:, 3 * d + 1])
+
+    def column_sums(self) -> torch.Tensor:
+        """[2 d + 1]: this rank's sums of x0 and of omega x1 over its chains, and of omega."""
+        x0, x1, _, omega, _ = self._parts()
+        return torch.cat([x0.sum(0), (omega[:, None] * x1).sum(0), omega.sum().reshape(1)])
+
+    def sums(self, every: torch.Tensor, group: ChainGroup, length: torch.Tensor) -> torch.Tensor:
+        """[2]: the sums over every rank's chains of omega_c g_c and of omega_c, from `every`,
+        the column sums of every rank's chains; `length`: the transition's T (a device scalar)."""
+        d = self.dim
+        x0, x1, velocity, omega, jitter = self._parts()
+        m0 = every[:d] / group.chains
+        weight = every[2 * d]
+        m1 = every[d:2 * d] / (weight + _build.bindings().chees_weight_floor)
+        c0, c1 = x0 - m0, x1 - m1
+        term = (jitter * length) * ((c1 * c1 - c0 * c0).sum(1) * (c1 * velocity).sum(1))
+        term = torch.where(torch.isfinite(term), term, 0.0)
+        gradient = group.gather_on_device((omega * term).sum().reshape(1)).sum(0)
+        return torch.cat([gradient, weight.reshape(1)])

@@ -185,9 +185,10 @@ class SampleResult(NamedTuple):
 
         plot_trace_rank(self, path, params=params, chains=chains, dpi=dpi)
 
-    def trajectory_lines(self) -> list[str]:
+    def trajectory_lines(self, gradients: bool = True) -> list[str]:
         """The header lines on the trajectory and its cost: the trajectory length and step size
-        (when the length is a time), and the gradient evaluations (when counted)."""
+        (when the length is a time), and the gradient evaluations (when counted and `gradients`;
+        they are this result's chains')."""
         lines = []
         if self.trajectory_length is not None:
             how = ("adapted by ChEES" if self.warmup is not None
@@ -198,7 +199,7 @@ class SampleResult(NamedTuple):
             lines.append(f"trajectory length {self.trajectory_length:.4g} ({how}), {eps}: "
                          f"ceil(w T / eps) leapfrog steps, w ~ U[0, 1), at most "
                          f"{self.max_leapfrog_steps}")
-        if self.sampling_gradient_evaluations is not None:
+        if gradients and self.sampling_gradient_evaluations is not None:
             warm = (f"{self.warmup_gradient_evaluations:,} warm-up + " if self.num_warmup
                     else "")
             lines.append(f"gradient evaluations {warm}{self.sampling_gradient_evaluations:,} "

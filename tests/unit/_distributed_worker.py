@@ -18,6 +18,9 @@ SAMPLES = 20
 # so the inverse mass is pooled once); a diagonal target with unequal scales, so it matters.
 POOLED = dict(RUN, num_warmup=20, pooled=True)
 POOLED_NAMES = ("samples", "final_state", "accept_count", "step_size", "inverse_mass")
+# ChEES pooled over the ranks as well (its means and terms reduced across them), on the same target.
+CHEES = dict(POOLED, adapt_trajectory_length=True, max_leapfrog_steps=20)
+CHEES_NAMES = POOLED_NAMES + ("trajectory_length",)
 
 
 def pooled_target():
@@ -61,8 +64,9 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     pooled = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
                               **POOLED)
     saved["pooled"] = {name: getattr(pooled, name) for name in POOLED_NAMES}
-    saved["chees"] = _outcome(lambda: fused_hmc.Sampler(q0, adapt_trajectory_length=True,
-                                                        num_warmup=10, process_group=group))
+    chees = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
+                             **CHEES)
+    saved["chees"] = {name: getattr(chees, name) for name in CHEES_NAMES}
     saved["seed_mismatch"] = _outcome(lambda: fused_hmc.Sampler(q0, seed=rank,
                                                                 process_group=group))
     bad_dim = q0 if rank != 1 else torch.zeros(len(q0), DIM + 1, dtype=q0.dtype)

@@ -297,8 +297,21 @@ RUN_CASES = [
      r"\btrajectory_length must be finite and >= 0"),
     ("trajectory-length-nan", "warmup", lambda a: dict(trajectory_length=math.nan), ValueError,
      r"\btrajectory_length must be finite and >= 0"),
-    ("chees-while-sampling", "sampling", lambda a: dict(chees=_chees_state(a)), ValueError,
-     r"\bchees adapts the trajectory length during warm-up: pass dual_averaging too"),
+    ("chees-and-length-while-sampling", "sampling",
+     lambda a: dict(chees=_chees_state(a), trajectory_length=0.5), ValueError,
+     r"\bsampling with chees runs with its trajectory length chees\[0\]: trajectory_length must "
+     r"be 0, got 0.5"),
+    ("chees-shape-while-sampling", "sampling", lambda a: dict(chees=_chees_state(a)[:7]),
+     ValueError, r"\bchees must have shape \[8\]"),
+    ("trajectory-record-in-warmup", "warmup", lambda a: dict(
+        trajectory_record=torch.zeros(6, 14, dtype=torch.float64, device=a["q"].device)),
+     ValueError, r"\btrajectory_record records sampling transitions: pass no dual_averaging"),
+    ("trajectory-record-shape", "sampling", lambda a: dict(
+        trajectory_record=torch.zeros(6, 12, dtype=torch.float64, device=a["q"].device)),
+     ValueError, r"\btrajectory_record must have shape \[6, 14\]"),
+    ("trajectory-record-dtype", "sampling", lambda a: dict(
+        trajectory_record=torch.zeros(6, 14, device=a["q"].device)), TypeError,
+     r"\btrajectory_record must be Double"),
     ("chees-per-chain", "warmup", lambda a: dict(
         chees=_chees_state(a), step_size=a["step_size"].repeat(6),
         inv_mass=a["inv_mass"].repeat(6, 1), dual_averaging=a["dual_averaging"].repeat(6, 1)),

@@ -100,3 +100,103 @@ def test_one_chees_update_matches_the_oracle(inv_mass):
     step = np.clip(0.025 * g / (abs(g) + 1e-8), -0.35, 0.35)
     assert math.isclose(state[1], math.log(length) + step, rel_tol=1e-12)  # the k = 1 average
     assert state[0] == max(eps, min(cap * eps, math.exp(state[1])))  # clipped to [eps, cap eps]
+
+
+class _OneRank:
+    """The ChainGroup interface RankPooledWarmup's ChEES sums use, for this process's chains."""
+    chains = CHAINS
+
+    @staticmethod
+    def gather_on_device(values):
+        return values[None]
+
+
+def _one_step_oracle(q0, z, m, eps, length):
+    """(x1, end velocity m p1, acceptance probability) of one leapfrog step of the standard
+    target from q0 with momentum z sqrt(1 / m), in numpy float64."""
+    x0, p0 = q0.numpy(), z.numpy() / np.sqrt(m)
+    half = p0 - 0.5 * eps * x0
+    x1 = x0 + eps * m * half
+    p1 = half - 0.5 * eps * x1
+    energy_change = 0.5 * ((x1 ** 2 - x0 ** 2) + m * (p1 ** 2 - p0 ** 2)).sum(1)
+    return x1, m * p1, np.minimum(1.0, np.exp(-energy_change))
+
+
+@pytest.mark.parametrize("inv_mass", [(1.0, 1.0, 1.0), (0.5, 1.0, 3.0)])
+def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_mass):
+    """Sampling with chees (T read from chees[0]) records each chain's start, proposal, end
+    velocity, acceptance probability and jitter (the oracle's, to rounding; the start and the
+    jitter exactly) and leaves chees as it was; the cross-process path's sums of that record
+    (fused_hmc.sampling.pooled_ranks over one rank) through pooled_update then give the ChEES
+    state and step size the run op's pooled warm-up forms itself, to rounding (other sum orders)."""
+    from fused_hmc.sampling.pooled_ranks import _ChEESRecord
+
+    eps, cap = 0.7, 50
+    length = 0.9 * eps  # one leapfrog step for every chain
+    gen = torch.Generator().manual_seed(5)
+    q0 = 1.5 * torch.randn(CHAINS, DIM, generator=gen, dtype=torch.float64)
+    mu = torch.zeros(DIM, dtype=torch.float64)
+    z = ops.transition(q0, mu, eps, 1, "philox", seed=SEED, transition=0, trace=True).momentum
+    m_inv = torch.tensor([inv_mass], dtype=torch.float64)
+    f64 = dict(dtype=torch.float64)
+    start = torch.tensor([length, 0, 0, 0, 1, 1, 0, 0], **f64)
+
+    record = _ChEESRecord(CHAINS, DIM, torch.device("cpu"))
+    record.rows.fill_(float("nan"))
+    chees, q = start.clone(), q0.clone()
+    buffers = _sampling_buffers(CHAINS, DIM)
+    ops.run(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED,
+            0, 0, 1, chees=chees, trajectory_record=record.rows, **buffers)
+    assert torch.equal(chees, start)
+    x1, velocity, accept = _one_step_oracle(q0, z, m_inv.numpy(), eps, length)
+    rows = record.rows.numpy()
+    assert np.array_equal(rows[:, :DIM], q0.numpy())
+    np.testing.assert_allclose(rows[:, DIM:2 * DIM], x1, rtol=1e-12)
+    np.testing.assert_allclose(rows[:, 2 * DIM:3 * DIM], velocity, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rows[:, 3 * DIM], accept, rtol=1e-12)
+    assert np.array_equal(rows[:, 3 * DIM + 1], _trajectory_jitter(1)[:, 0])
+    np.testing.assert_allclose(buffers["accept_prob_sum"].numpy(), accept, rtol=1e-12)
+
+    step, averaging = torch.tensor([eps], **f64), torch.zeros(1, 3, **f64)
+    sums = record.sums(record.column_sums(), _OneRank, chees[0])
+    ops.pooled_update(step, averaging, m_inv.clone(), buffers["accept_prob_sum"].mean(0, True),
+                      None, 0.0, 0, 1, [], 0.651, True, False, chees=chees, chees_sums=sums,
+                      max_leapfrog_steps=cap)
+
+    kernel_chees, kernel_step = start.clone(), torch.tensor([eps], **f64)
+    ops.run(q0.clone(), "standard", [mu], [], kernel_step, m_inv.clone(), 0.0, cap, SEED, 0, 0, 1,
+            dual_averaging=torch.zeros(1, 3, **f64), window_mean=torch.zeros(CHAINS, DIM, **f64),
+            window_m2=torch.zeros(CHAINS, DIM, **f64), warmup_start=0, num_warmup=1,
+            target_accept=0.651, adapt_step_size=True, chees=kernel_chees)
+    torch.testing.assert_close(step, kernel_step, rtol=1e-13, atol=0)
+    torch.testing.assert_close(chees, kernel_chees, rtol=1e-11, atol=0)
+    assert chees[6] == 1  # one update happened
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [3, 64, 300])  # one chunk per lane, several, several per lane
+def test_cuda_records_what_the_cpu_records(dtype, dim):
+    """The CUDA sampling kernel's trajectory record (group_tuned_transition's TrajectoryRecord
+    and lane 0's acceptance and jitter) is the CPU build's, bit for bit, over three transitions
+    whose trajectory length is read from chees on the device; the diagonal target is shifted
+    and has a non-unit mass."""
+    chains, f64 = 37, dict(dtype=torch.float64)
+    gen = torch.Generator().manual_seed(dim)
+    q0 = torch.randn(chains, dim, generator=gen, dtype=dtype)
+    mu = torch.randn(dim, generator=gen, dtype=dtype)
+    precision = torch.rand(dim, generator=gen, dtype=dtype) + 0.5
+    inv_mass = torch.rand(1, dim, generator=gen, dtype=dtype) + 0.5
+    out = {}
+    for device in ("cpu", "cuda"):
+        q = q0.to(device)
+        record = torch.full((chains, 3 * dim + 2), float("nan"), device=device, **f64)
+        buffers = {k: v.to(device) for k, v in _sampling_buffers(chains, dim).items()}
+        ops.run(q, "diagonal", [mu.to(device), precision.to(device)], [],
+                torch.tensor([0.3], device=device, **f64), inv_mass.to(device), 0.1, 30, SEED, 5,
+                2, 3, chees=torch.tensor([1.1, 0, 0, 0, 1, 1, 0, 0], device=device, **f64),
+                trajectory_record=record, **buffers)
+        out[device] = (q.cpu(), record.cpu(), buffers["accept_prob_sum"].cpu())
+    for cpu, cuda in zip(out["cpu"], out["cuda"]):
+        assert torch.equal(cpu, cuda)
+    assert not torch.isnan(out["cpu"][1]).any()

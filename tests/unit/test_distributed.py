@@ -125,7 +125,13 @@ def one_process_pooled():
                             target=worker.pooled_target(), **worker.POOLED)
 
 
-def _assert_pooled_across_ranks(ranks, one):
+@pytest.fixture(scope="module")
+def one_process_chees():
+    return fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
+                            target=worker.pooled_target(), **worker.CHEES)
+
+
+def _assert_pooled_across_ranks(ranks, one, key="pooled"):
     """The warm-up pooled over every rank's chains: the same step size and inverse mass on every
     rank, bit for bit, and the one-process pooled warm-up's to rounding. The two sum the same
     statistics in another order (a rank's chains, then the ranks; the kernel pairwise over all
@@ -136,21 +142,36 @@ def _assert_pooled_across_ranks(ranks, one):
     same bits each time). An accept decision that flipped would show as a difference of order 1;
     pooling over one rank's chains alone moves the step size by percents."""
     for name in ("step_size", "inverse_mass"):  # as every chain's rows
-        joined = torch.cat([r["pooled"][name] for r in ranks])
+        joined = torch.cat([r[key][name] for r in ranks])
         assert torch.equal(joined, joined[:1].expand_as(joined)), name
         torch.testing.assert_close(joined, getattr(one, name), rtol=1e-8, atol=0)
     for name in ("samples", "final_state"):
-        joined = torch.cat([r["pooled"][name] for r in ranks])
+        joined = torch.cat([r[key][name] for r in ranks])
         torch.testing.assert_close(joined, getattr(one, name), rtol=1e-8, atol=1e-12)
-    assert torch.equal(torch.cat([r["pooled"]["accept_count"] for r in ranks]), one.accept_count)
+    assert torch.equal(torch.cat([r[key]["accept_count"] for r in ranks]), one.accept_count)
 
 
 def test_pooled_warmup_pools_every_ranks_chains(ranks, one_process_pooled):
     _assert_pooled_across_ranks(ranks, one_process_pooled)
 
 
-@pytest.mark.parametrize("scenario, error", [("chees", "adapt_trajectory_length=True"),
-                                             ("seed_mismatch", "different seeds"),
+def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
+    """ChEES across ranks (two reductions per transition, outside the kernel): the same
+    trajectory length on every rank, bit for bit, and the one-process kernel's to rounding, with
+    the tolerances of _assert_pooled_across_ranks. Measured over one rank: 5e-14 relative in T,
+    the step size and the inverse mass after these 20 transitions (a margin of 2e5 to 1e-8),
+    1e-8 after 40, order 1 after 100 (the feedback through the jittered step counts is chaotic,
+    as for any two summation orders). A jittered step count that flipped would move the draws by
+    order 1."""
+    _assert_pooled_across_ranks(ranks, one_process_chees, key="chees")
+    lengths = {r["chees"]["trajectory_length"] for r in ranks}
+    assert len(lengths) == 1
+    assert lengths.pop() == pytest.approx(one_process_chees.trajectory_length, rel=1e-8, abs=0)
+    assert one_process_chees.trajectory_length != worker.CHEES["step_size"] * worker.CHEES[
+        "num_leapfrog_steps"]  # adapted away from T0
+
+
+@pytest.mark.parametrize("scenario, error", [("seed_mismatch", "different seeds"),
                                              ("wrong_dim", "differ in dim")])
 def test_refused_on_every_rank(ranks, scenario, error):
     for r in ranks:
@@ -175,7 +196,8 @@ def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
 
 
 def test_one_rank_is_the_one_process_run_and_chain_offset_is_refused(tmp_path, one_process,
-                                                                    one_process_pooled):
+                                                                    one_process_pooled,
+                                                                    one_process_chees):
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
@@ -191,6 +213,12 @@ def test_one_rank_is_the_one_process_run_and_chain_offset_is_refused(tmp_path, o
         _assert_pooled_across_ranks([{"pooled": {name: getattr(pooled, name)
                                                  for name in worker.POOLED_NAMES}}],
                                     one_process_pooled)
+        chees = fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
+                                 process_group=dist.group.WORLD, target=worker.pooled_target(),
+                                 **worker.CHEES)
+        _assert_pooled_across_ranks([{"chees": {name: getattr(chees, name)
+                                                for name in worker.CHEES_NAMES}}],
+                                    one_process_chees, key="chees")
         with pytest.raises(ValueError, match="chain_offset must be 0 with process_group"):
             fused_hmc.Sampler(torch.zeros(2, 2), chain_offset=3, process_group=dist.group.WORLD)
         with pytest.raises(TypeError, match="process_group must be a torch.distributed"):
@@ -199,22 +227,23 @@ def test_one_rank_is_the_one_process_run_and_chain_offset_is_refused(tmp_path, o
         dist.destroy_process_group()
 
 
-def test_torchrun_cli_reports_every_ranks_chains_once():
+@pytest.mark.parametrize("flag, says", [("--pooled", "pooled over every rank's chains"),
+                                        ("--adapt-trajectory-length", "adapted by ChEES")])
+def test_torchrun_cli_reports_every_ranks_chains_once(flag, says):
     torchrun = Path(sys.executable).parent / "torchrun"
     done = subprocess.run(
         [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "fused_hmc", "sample",
          "--device", "cpu", "--chains", "4", "--dim", "3", "--samples", "20", "--no-progress",
-         "--warmup", "30", "--pooled"],
+         "--warmup", "30", flag],
         capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("fused_hmc: 8 chains on 2 ranks") == 1, done.stdout
     assert "r_hat" in done.stdout or "R-hat" in done.stdout, done.stdout
-    assert "pooled over every rank's chains" in done.stdout, done.stdout
+    assert says in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("flags, named", [(["--adapt-trajectory-length", "--warmup", "30"],
-                                           "--adapt-trajectory-length"),
-                                          (["--checkpoint", "x.zip"], "--checkpoint")])
+@pytest.mark.parametrize("flags, named", [(["--checkpoint", "x.zip"], "--checkpoint"),
+                                          (["--superchains", "2"], "--superchains")])
 def test_torchrun_cli_refuses_what_ranks_cannot_do_yet(flags, named):
     """Under torchrun (WORLD_SIZE > 1) the CLI names the flag it cannot honour yet, before it
     joins the process group (so nothing waits for the other ranks)."""

@@ -35,6 +35,11 @@ def _statistics(device):
                 accept_prob_sum=torch.zeros(B, device=device, **_F64))
 
 
+def _chees_state(device):
+    """ChEES's initial state [T0, 0, 0, 0, 1, 1, 0, 0] with T0 = 1.2."""
+    return torch.tensor([1.2, 0, 0, 0, 1, 1, 0, 0], device=device, **_F64)
+
+
 def _targets(device, dtype, mu):
     """(name, target_tensors) of each Gaussian target: standard, diagonal, dense SPD."""
     a = randn(seeded_generator("opcheck-precision"), D, D, dtype=dtype, device=device)
@@ -69,7 +74,7 @@ def _run(device, dtype):
     """Sampling (draws kept and thinned, none kept as None and as an empty tensor; once with an
     empty inv_mass, the unit mass) and warm-up
     (given windows and Stan's; both adaptations or the step size only), each target with G = 1 and
-    G = B."""
+    G = B; and for each target ChEES's pooled warm-up and a sampling call recording for it."""
     q, mu = _state(device, dtype)
     samples = []
     pairs = zip(_targets(device, dtype, mu) * 2, (1, B, 1, B, 1, B))
@@ -90,18 +95,29 @@ def _run(device, dtype):
                       num_warmup=40, windows=[5, 5, 5] if i % 2 else [], target_accept=0.8,
                       adapt_step_size=True, adapt_mass_matrix=i != 4)
         samples.append(((q.clone(), *warm_head, 0, 20), warmup))
+        if groups == 1 and i < 3:  # ChEES: its pooled warm-up, and sampling that records for it
+            samples.append(((q.clone(), *warm_head, 0, 20),
+                            dict(warmup, chees=_chees_state(device))))
+            record = torch.zeros(B, 3 * D + 2, device=device, **_F64)
+            samples.append(((q.clone(), *head, 3, 1),
+                            dict(chees=_chees_state(device), trajectory_record=record,
+                                 **_statistics(device))))
     return samples
 
 
 def _pooled_update(device, dtype):
-    """A step-size update mid-warm-up, and one at a slow window's end with the variance."""
+    """A step-size update mid-warm-up, one at a slow window's end with the variance, and one with
+    ChEES's."""
     f64 = dict(device=device, **_F64)
     state = lambda: (torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),  # noqa: E731
                      torch.full((1, D), 0.8, dtype=dtype, device=device))
     return [((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 0, 40, [5, 5, 5], 0.8, True,
               True), {}),
             ((*state(), torch.full((1,), 0.7, **f64), torch.full((D,), 2.0, **f64), 35.0, 9, 40,
-              [5, 5, 5], 0.8, True, True), {})]
+              [5, 5, 5], 0.8, True, True), {}),
+            ((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 3, 40, [5, 5, 5], 0.651, True,
+              True), dict(chees=_chees_state(device),
+                          chees_sums=torch.tensor([0.4, 3.5], **f64), max_leapfrog_steps=20))]
 
 
 SAMPLES = {

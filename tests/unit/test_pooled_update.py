@@ -76,6 +76,16 @@ def test_inverse_mass_is_stans_regularised_variance(device, dtype):
     (dict(iteration=40), ValueError, r"iteration must be in \[0, 40\)"),
     (dict(windows=[5, 5]), ValueError, r"windows must be \[\]"),
     (dict(target_accept=1.0), ValueError, r"target_accept must be in \(0, 1\)"),
+    (dict(chees=torch.zeros(8, dtype=torch.float64)), ValueError,
+     r"chees and chees_sums come together .*got chees alone"),
+    (dict(chees_sums=torch.zeros(2, dtype=torch.float64)), ValueError,
+     r"chees and chees_sums come together .*got chees_sums alone"),
+    (dict(chees=torch.zeros(7, dtype=torch.float64), chees_sums=torch.zeros(2, dtype=torch.float64)),
+     ValueError, r"chees must have shape \[8\]"),
+    (dict(chees=torch.zeros(8, dtype=torch.float64), chees_sums=torch.zeros(2)), TypeError,
+     r"chees_sums must be Double"),
+    (dict(chees=torch.zeros(8, dtype=torch.float64), chees_sums=torch.zeros(2, dtype=torch.float64),
+          max_leapfrog_steps=0), ValueError, r"max_leapfrog_steps must be in \[1, 2\^31 - 1\]"),
 ])
 def test_bad_arguments_are_named(change, exc, pattern):
     step, averaging, inv_mass = _state("cpu")
