@@ -113,8 +113,8 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const std::vector<scalar_t> ones(c.inv_mass == nullptr ? c.dim : 0, scalar_t(1));
   const scalar_t* inv_mass = c.inv_mass == nullptr ? ones.data() : c.inv_mass;
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
-  const double length = p.recording.chees != nullptr ? p.recording.chees->trajectory_length
-                                                     : c.trajectory_length;
+  const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
+                                                    : c.trajectory_length;
   at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
     TrajectoryArrays<scalar_t> arrays(c.dim);
     for (int64_t b = begin; b < end; ++b) {

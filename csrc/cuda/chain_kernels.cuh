@@ -23,8 +23,10 @@
 namespace fused_hmc {
 namespace chain_kernels {
 
-// UNIT_MASS: inv_mass is the identity (null), compiled away.
-template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS>
+// UNIT_MASS: inv_mass is the identity (null), compiled away. RECORD: the call serves a ChEES
+// warm-up pooled outside the kernel (p.recording: T read from chees, the last transition
+// recorded); compiled in only there, since its registers would slow every other call.
+template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS, bool RECORD>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     sampling_kernel(const Target target, const SamplingParams<typename Target::Scalar> p) {
   using scalar_t = typename Target::Scalar;
@@ -56,29 +58,31 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
   UniformsAhead<GROUP> uniforms;
   KeepClock clock(c.first_transition, p.out.thin);
-  const double length = p.recording.chees != nullptr ? p.recording.chees->trajectory_length
-                                                     : c.trajectory_length;
+  const double length = RECORD ? p.recording.chees->trajectory_length : c.trajectory_length;
   const bool jittered = c.jitter != 0.0, trajectory = length > 0.0;
   int64_t gradients = 0;
   GroupForceCarry<Target, CHUNKS> carry;
   const int64_t last = c.first_transition + c.num_transitions - 1;
-  double* record_row = p.recording.rows != nullptr && seat.live
-                           ? p.recording.rows + chain * trajectory_record_width(c.dim)
-                           : nullptr;
 
   for (int64_t t = c.first_transition; t <= last; ++t) {
     const TransitionUniforms drawn =
         uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory);
     TrajectoryRecord record{};
-    if (record_row != nullptr && t == last) {
-      record = {record_row, record_row + c.dim, record_row + 2 * c.dim};
+    double* row = nullptr;
+    if constexpr (RECORD) {
+      if (t == last && seat.live) {
+        row = p.recording.rows + chain * trajectory_record_width(c.dim);
+        record = {row, row + c.dim, row + 2 * c.dim};
+      }
     }
     const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
         c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients, drawn,
         step_size, c.jitter, c.num_steps, length, x_shared, carry, record);
-    if (record.x0 != nullptr && seat.lane == 0) {
-      record_row[3 * c.dim] = static_cast<double>(decision.accept_prob());
-      record_row[3 * c.dim + 1] = static_cast<double>(drawn.trajectory_uniform);
+    if constexpr (RECORD) {
+      if (row != nullptr && seat.lane == 0) {
+        row[3 * c.dim] = static_cast<double>(decision.accept_prob());
+        row[3 * c.dim + 1] = static_cast<double>(drawn.trajectory_uniform);
+      }
     }
     gradients += decision.gradient_evaluations;
     const bool kept = clock.advance();
@@ -220,11 +224,17 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
   cudaError_t status = cudaSuccess;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    status = p.chains.inv_mass == nullptr
-                 ? chain_kernels::launch_over_chains<Target, G>(
-                       chain_kernels::sampling_kernel<Target, G, C, true>, target, p, stream)
-                 : chain_kernels::launch_over_chains<Target, G>(
-                       chain_kernels::sampling_kernel<Target, G, C, false>, target, p, stream);
+    // The run op hands a recording call an inverse mass (ones for the unit mass).
+    if (p.recording.rows != nullptr) {
+      status = chain_kernels::launch_over_chains<Target, G>(
+          chain_kernels::sampling_kernel<Target, G, C, false, true>, target, p, stream);
+    } else if (p.chains.inv_mass == nullptr) {
+      status = chain_kernels::launch_over_chains<Target, G>(
+          chain_kernels::sampling_kernel<Target, G, C, true, false>, target, p, stream);
+    } else {
+      status = chain_kernels::launch_over_chains<Target, G>(
+          chain_kernels::sampling_kernel<Target, G, C, false, false>, target, p, stream);
+    }
   });
   return status;
 }

@@ -67,10 +67,11 @@ struct RunOutputs {
 // processes, fused_hmc/sampling/pooled_ranks.py): its transitions run with the trajectory length
 // chees->trajectory_length, read on the device (no host sync), instead of
 // chains.trajectory_length; and each chain's last transition of the call is written to row b of
-// rows [B, trajectory_record_width(d)] (trajectory_adaptation.h's layout).
+// rows [B, trajectory_record_width(d)] (trajectory_adaptation.h's layout). Both null, or both
+// given with a non-null chains.inv_mass.
 struct TrajectoryRecording {
-  const ChEESState* chees;  // or null
-  double* rows;             // or null
+  const ChEESState* chees;
+  double* rows;
 };
 
 template <typename scalar_t>

@@ -186,7 +186,7 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
          at::IntArrayRef windows, double target_accept, bool adapt_step_size,
          bool adapt_mass_matrix, double trajectory_length, const OptionalTensor& chees,
          const OptionalTensor& gradient_evaluations, const OptionalTensor& trajectory_record) {
-  const RunRequest r{q,
+  RunRequest r{q,
                      &find_target_or_raise(target),
                      target_tensors.vec(),
                      target_scalars.vec(),
@@ -220,6 +220,10 @@ void run(const Tensor& q, c10::string_view target, at::TensorList target_tensors
                      trajectory_record};
   check_run_request(r);
   if (num_transitions == 0 || q.size(0) == 0) return;
+  // A recording call runs a kernel that reads an inverse mass: the unit mass as ones, the same bits.
+  if (r.trajectory_record && r.inv_mass.numel() == 0) {
+    r.inv_mass = at::ones({r.step_size.size(0), q.size(1)}, q.options());
+  }
   const c10::OptionalDeviceGuard guard(q.device());
   const TargetTensors views = target_tensor_views(r);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_hmc::run", [&] {

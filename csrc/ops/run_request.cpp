@@ -83,13 +83,15 @@ void check_sampling(const RunRequest& r) {
   check_chain_buffer(q, *r.m2, "m2", {batch, dim}, at::kDouble, true);
   check_chain_buffer(q, *r.accept_count, "accept_count", {batch}, at::kLong);
   check_chain_buffer(q, *r.accept_prob_sum, "accept_prob_sum", {batch}, at::kDouble);
+  FHMC_CHECK_VALUE(r.chees.has_value() == r.trajectory_record.has_value(),
+                   "sampling with chees records for a ChEES warm-up pooled outside the op: pass "
+                   "chees and trajectory_record together, got ",
+                   r.chees ? "chees" : "trajectory_record", " alone");
   if (r.chees) {
     FHMC_CHECK_VALUE(r.trajectory_length == 0.0,
                      "sampling with chees runs with its trajectory length chees[0]: "
                      "trajectory_length must be 0, got ", r.trajectory_length);
     check_chain_buffer(q, *r.chees, "chees", {8}, at::kDouble);
-  }
-  if (r.trajectory_record) {
     check_chain_buffer(q, *r.trajectory_record, "trajectory_record",
                        {batch, trajectory_record_width(dim)}, at::kDouble);
   }

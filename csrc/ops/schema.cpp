@@ -76,9 +76,9 @@ TORCH_LIBRARY(fused_hmc, m) {
   // sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
   // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
   // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
-  // step size eps'). Sampling with chees runs with T = chees[0], read on the device and left as it
-  // is (trajectory_length must then be 0), and trajectory_record [B, 3 d + 2] float64 (sampling
-  // only) receives each chain's record of the call's last transition
+  // step size eps'). Sampling with chees, which comes with trajectory_record [B, 3 d + 2]
+  // float64, runs with T = chees[0], read on the device and left as it is (trajectory_length must
+  // then be 0), and trajectory_record receives each chain's record of the call's last transition
   // (math/trajectory_adaptation.h): its start and proposal less the target's shift, end velocity
   // inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over several
   // processes reduces these outside the op. gradient_evaluations [B] int64, when given,

@@ -58,7 +58,7 @@ class RankPooledWarmup:
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
         self._ok = torch.ones(1, **f64)
         self._failure: Exception | None = None  # this rank's, until the next check point
-        self._chees = (_ChEESRecord(chains, dim, device) if kernel.state.chees is not None
+        self._chees = (ChEESRecord(chains, dim, device) if kernel.state.chees is not None
                        else None)
 
     def _window(self, i: int) -> tuple[int, int]:
@@ -136,7 +136,7 @@ class RankPooledWarmup:
         return pooled_m2 / (total - 1), float(total)
 
 
-class _ChEESRecord:
+class ChEESRecord:
     """This rank's part of ChEES's statistics of one transition (the terms of
     csrc/math/trajectory_adaptation.h, formed from the run op's trajectory records)."""
 

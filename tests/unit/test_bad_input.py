@@ -194,6 +194,11 @@ def _chees_state(a):
     return torch.tensor([0.3, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64, device=a["q"].device)
 
 
+def _record(a):
+    """A trajectory record [6, 3 * 4 + 2] for _run_arguments' chains."""
+    return torch.zeros(6, 14, dtype=torch.float64, device=a["q"].device)
+
+
 # (id, mode, changes(arguments) -> the arguments to change, exception, message pattern)
 RUN_CASES = [
     ("unknown-target", "sampling", lambda a: dict(target="nope"), ValueError,
@@ -297,20 +302,24 @@ RUN_CASES = [
      r"\btrajectory_length must be finite and >= 0"),
     ("trajectory-length-nan", "warmup", lambda a: dict(trajectory_length=math.nan), ValueError,
      r"\btrajectory_length must be finite and >= 0"),
-    ("chees-and-length-while-sampling", "sampling",
-     lambda a: dict(chees=_chees_state(a), trajectory_length=0.5), ValueError,
+    ("chees-while-sampling-alone", "sampling", lambda a: dict(chees=_chees_state(a)), ValueError,
+     r"\bpass chees and trajectory_record together, got chees alone"),
+    ("trajectory-record-alone", "sampling", lambda a: dict(trajectory_record=_record(a)),
+     ValueError, r"\bpass chees and trajectory_record together, got trajectory_record alone"),
+    ("chees-and-length-while-sampling", "sampling", lambda a: dict(
+        chees=_chees_state(a), trajectory_record=_record(a), trajectory_length=0.5), ValueError,
      r"\bsampling with chees runs with its trajectory length chees\[0\]: trajectory_length must "
      r"be 0, got 0.5"),
-    ("chees-shape-while-sampling", "sampling", lambda a: dict(chees=_chees_state(a)[:7]),
+    ("chees-shape-while-sampling", "sampling", lambda a: dict(
+        chees=_chees_state(a)[:7], trajectory_record=_record(a)),
      ValueError, r"\bchees must have shape \[8\]"),
-    ("trajectory-record-in-warmup", "warmup", lambda a: dict(
-        trajectory_record=torch.zeros(6, 14, dtype=torch.float64, device=a["q"].device)),
+    ("trajectory-record-in-warmup", "warmup", lambda a: dict(trajectory_record=_record(a)),
      ValueError, r"\btrajectory_record records sampling transitions: pass no dual_averaging"),
     ("trajectory-record-shape", "sampling", lambda a: dict(
-        trajectory_record=torch.zeros(6, 12, dtype=torch.float64, device=a["q"].device)),
+        chees=_chees_state(a), trajectory_record=_record(a)[:, :12].contiguous()),
      ValueError, r"\btrajectory_record must have shape \[6, 14\]"),
     ("trajectory-record-dtype", "sampling", lambda a: dict(
-        trajectory_record=torch.zeros(6, 14, device=a["q"].device)), TypeError,
+        chees=_chees_state(a), trajectory_record=_record(a).float()), TypeError,
      r"\btrajectory_record must be Double"),
     ("chees-per-chain", "warmup", lambda a: dict(
         chees=_chees_state(a), step_size=a["step_size"].repeat(6),

@@ -191,19 +191,3 @@ def test_cuda_chees_agrees_with_the_cpu(dtype, rtol):
     assert torch.equal(cuda.accept_count, cpu.accept_count)
     assert (cuda.warmup_gradient_evaluations, cuda.sampling_gradient_evaluations) == (
         cpu.warmup_gradient_evaluations, cpu.sampling_gradient_evaluations)
-
-
-def test_chees_over_a_process_group_is_refused(tmp_path):
-    """ChEES pools over all chains; the kernel pools over one rank's (issue 16): refused, named."""
-    import datetime
-
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
-                            world_size=1, timeout=datetime.timedelta(seconds=30))
-    try:
-        with pytest.raises(ValueError, match="adapt_trajectory_length=True is not supported with "
-                                             "process_group"):
-            fused_hmc.Sampler(_q0(), process_group=dist.group.WORLD, **CHEES)
-    finally:
-        dist.destroy_process_group()

@@ -129,7 +129,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
     jitter exactly) and leaves chees as it was; the cross-process path's sums of that record
     (fused_hmc.sampling.pooled_ranks over one rank) through pooled_update then give the ChEES
     state and step size the run op's pooled warm-up forms itself, to rounding (other sum orders)."""
-    from fused_hmc.sampling.pooled_ranks import _ChEESRecord
+    from fused_hmc.sampling.pooled_ranks import ChEESRecord
 
     eps, cap = 0.7, 50
     length = 0.9 * eps  # one leapfrog step for every chain
@@ -141,7 +141,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
     f64 = dict(dtype=torch.float64)
     start = torch.tensor([length, 0, 0, 0, 1, 1, 0, 0], **f64)
 
-    record = _ChEESRecord(CHAINS, DIM, torch.device("cpu"))
+    record = ChEESRecord(CHAINS, DIM, torch.device("cpu"))
     record.rows.fill_(float("nan"))
     chees, q = start.clone(), q0.clone()
     buffers = _sampling_buffers(CHAINS, DIM)
@@ -176,17 +176,20 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("dim", [3, 64, 300])  # one chunk per lane, several, several per lane
-def test_cuda_records_what_the_cpu_records(dtype, dim):
+@pytest.mark.parametrize("unit_mass", [False, True], ids=["mass", "unit"])
+def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
     """The CUDA sampling kernel's trajectory record (group_tuned_transition's TrajectoryRecord
     and lane 0's acceptance and jitter) is the CPU build's, bit for bit, over three transitions
-    whose trajectory length is read from chees on the device; the diagonal target is shifted
-    and has a non-unit mass."""
+    whose trajectory length is read from chees on the device; the diagonal target is shifted;
+    the mass is a non-unit one, or the empty unit mass (which the op hands the recording kernel
+    as ones)."""
     chains, f64 = 37, dict(dtype=torch.float64)
     gen = torch.Generator().manual_seed(dim)
     q0 = torch.randn(chains, dim, generator=gen, dtype=dtype)
     mu = torch.randn(dim, generator=gen, dtype=dtype)
     precision = torch.rand(dim, generator=gen, dtype=dtype) + 0.5
-    inv_mass = torch.rand(1, dim, generator=gen, dtype=dtype) + 0.5
+    inv_mass = (torch.empty(0, dtype=dtype) if unit_mass
+                else torch.rand(1, dim, generator=gen, dtype=dtype) + 0.5)
     out = {}
     for device in ("cpu", "cuda"):
         q = q0.to(device)
@@ -200,3 +203,18 @@ def test_cuda_records_what_the_cpu_records(dtype, dim):
     for cpu, cuda in zip(out["cpu"], out["cuda"]):
         assert torch.equal(cpu, cuda)
     assert not torch.isnan(out["cpu"][1]).any()
+
+
+def test_a_recording_call_with_the_unit_mass_is_one_with_ones():
+    """The empty inv_mass (the unit mass) records as an inverse mass of ones, bit for bit."""
+    f64 = dict(dtype=torch.float64)
+    q0 = torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(9), **f64)
+    out = []
+    for inv_mass in (torch.empty(0, **f64), torch.ones(1, DIM, **f64)):
+        q, record = q0.clone(), torch.zeros(CHAINS, 3 * DIM + 2, **f64)
+        ops.run(q, "standard", [torch.zeros(DIM, **f64)], [], torch.tensor([0.4], **f64),
+                inv_mass, 0.0, 20, SEED, 0, 0, 2,
+                chees=torch.tensor([1.3, 0, 0, 0, 1, 1, 0, 0], **f64), trajectory_record=record,
+                **_sampling_buffers(CHAINS, DIM))
+        out.append((q, record))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
