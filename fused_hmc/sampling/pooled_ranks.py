@@ -138,35 +138,34 @@ class RankPooledWarmup:
 
 class ChEESRecord:
     """This rank's part of ChEES's statistics of one transition (the terms of
-    csrc/math/trajectory_adaptation.h, formed from the run op's trajectory records)."""
+    csrc/math/trajectory_adaptation.h, formed from the run op's trajectory records):
+    column_sums() after the run op, then sums() with every rank's column sums."""
 
     def __init__(self, chains: int, dim: int, device: torch.device):
         self.dim = dim
         self.rows = torch.zeros(chains, 3 * dim + 2, dtype=torch.float64, device=device)
+        self._floor = _build.bindings().chees_weight_floor
+        self._parts = None  # (x0, x1, velocity, omega, jitter) of the transition, once read
 
-    def _parts(self):
-        """(x0, x1, velocity, omega, jitter): a non-finite proposal weighs 0 and counts as 0."""
+    def column_sums(self) -> torch.Tensor:
+        """[2 d + 1]: this rank's sums of x0 and of omega x1 over its chains, and of omega (a
+        non-finite proposal weighs 0 and counts as 0)."""
         d, rows = self.dim, self.rows
         x1 = rows[:, d:2 * d]
         finite = torch.isfinite(x1).all(1)
         omega = torch.where(finite, rows[:, 3 * d], 0.0)
-        return (rows[:, :d], torch.where(finite[:, None], x1, 0.0), rows[:, 2 * d:3 * d], omega,
-                rows[:, 3 * d + 1])
-
-    def column_sums(self) -> torch.Tensor:
-        """[2 d + 1]: this rank's sums of x0 and of omega x1 over its chains, and of omega."""
-        x0, x1, _, omega, _ = self._parts()
+        x1 = torch.where(finite[:, None], x1, 0.0)
+        x0 = rows[:, :d]
+        self._parts = (x0, x1, rows[:, 2 * d:3 * d], omega, rows[:, 3 * d + 1])
         return torch.cat([x0.sum(0), (omega[:, None] * x1).sum(0), omega.sum().reshape(1)])
 
     def sums(self, every: torch.Tensor, group: ChainGroup, length: torch.Tensor) -> torch.Tensor:
         """[2]: the sums over every rank's chains of omega_c g_c and of omega_c, from `every`,
         the column sums of every rank's chains; `length`: the transition's T (a device scalar)."""
         d = self.dim
-        x0, x1, velocity, omega, jitter = self._parts()
-        m0 = every[:d] / group.chains
+        x0, x1, velocity, omega, jitter = self._parts
         weight = every[2 * d]
-        m1 = every[d:2 * d] / (weight + _build.bindings().chees_weight_floor)
-        c0, c1 = x0 - m0, x1 - m1
+        c0, c1 = x0 - every[:d] / group.chains, x1 - every[d:2 * d] / (weight + self._floor)
         term = (jitter * length) * ((c1 * c1 - c0 * c0).sum(1) * (c1 * velocity).sum(1))
         term = torch.where(torch.isfinite(term), term, 0.0)
         gradient = group.gather_on_device((omega * term).sum().reshape(1)).sum(0)
