@@ -71,9 +71,9 @@ TORCH_LIBRARY(fused_hmc, m) {
   // Jittered trajectories (math/trajectory_adaptation.h): trajectory_length T > 0 makes transition
   // t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
   // trajectory jitter (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is
-  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64 (adapted by a warm-up with G = 1): the
-  // ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0], the caller
-  // sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
+  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64, adapted by a warm-up with
+  // G = 1: the ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0],
+  // the caller sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
   // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
   // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
   // step size eps'). Sampling with chees, which comes with trajectory_record [B, 3 d + 2]
