@@ -6,8 +6,9 @@
 # is stopped after TEST_S seconds (pytest-timeout: it fails with its traceback), well inside the
 # set's limit, so that pytest reaches its summary and prints every failure's traceback: a run cut
 # by the call's limit names what failed but not why. Usage:
-#   OUT=dir [LIGHT_S=200] [HEAVY_S=300] [TEST_S=120] bash benchmarks/device_tests.sh
+#   OUT=dir [SETS="light heavy"] [LIGHT_S=200] [HEAVY_S=300] [TEST_S=120] bash benchmarks/device_tests.sh
 set -uo pipefail
+source benchmarks/device_env.sh
 OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
 HEAVY=(tests/unit/test_dual.py tests/unit/test_models.py tests/unit/test_cpp_target.py
        tests/unit/test_cli_models.py tests/unit/test_readme.py tests/unit/test_distributed.py
@@ -24,5 +25,7 @@ run() {  # name, seconds, pytest arguments...
   echo "$name: rc=$? $(grep -c ' PASSED' "$OUT/$name.log") passed, $(grep -c ' FAILED' "$OUT/$name.log") failed"
   grep ' FAILED' "$OUT/$name.log" | head -20
 }
-run cuda_light "${LIGHT_S:-200}" -n 12 tests/unit tests/statistical/test_chees.py "${ignore[@]}"
-run cuda_heavy "${HEAVY_S:-300}" -n 12 "${HEAVY[@]}"
+sets=" ${SETS:-light heavy} "
+[[ $sets == *" light "* ]] &&
+  run cuda_light "${LIGHT_S:-200}" -n 12 tests/unit tests/statistical/test_chees.py "${ignore[@]}"
+[[ $sets == *" heavy "* ]] && run cuda_heavy "${HEAVY_S:-300}" -n 12 "${HEAVY[@]}"

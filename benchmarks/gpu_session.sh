@@ -4,15 +4,11 @@
 # STEPS picks steps by name (default: all). The bench step (benchmarks/run.py) gets the time left
 # until BENCH_DEADLINE seconds after this script started (default 555, inside a 10-minute call).
 # $OUT receives build.log tests.log sanitizers.log bench.log bench_suite.json report.tgz validate.log.
-# Wheels carried in .whl/ (BlackJAX, ArviZ) are installed to /tmp/site first.
+# benchmarks/device_env.sh sets the build's environment and installs the wheels in .whl/.
 set -uo pipefail
 OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0
-export FUSED_HMC_VERBOSE_BUILD=1 FUSED_HMC_PTXAS_VERBOSE=1
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+source benchmarks/device_env.sh
+export FUSED_HMC_VERBOSE_BUILD=1
 status=()
 step() {  # name, command...
   local name=$1; shift

@@ -192,7 +192,7 @@ def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
                 else torch.rand(1, dim, generator=gen, dtype=dtype) + 0.5)
     out = {}
     for device in ("cpu", "cuda"):
-        q = q0.to(device)
+        q = q0.to(device, copy=True)  # the op moves q in place: each device starts from q0
         record = torch.full((chains, 3 * dim + 2), float("nan"), device=device, **f64)
         buffers = {k: v.to(device) for k, v in _sampling_buffers(chains, dim).items()}
         ops.run(q, "diagonal", [mu.to(device), precision.to(device)], [],

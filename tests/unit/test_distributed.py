@@ -112,7 +112,7 @@ def test_two_ranks_sharing_one_gpu_are_the_one_process_run(tmp_path):
     assert ranks[0]["global"].accept_count == int(one.accept_count.sum())
     _assert_pooled_across_ranks(ranks, fused_hmc.sample(
         worker.global_start().cuda(), worker.SAMPLES, seed=worker.SEED,
-        target=worker.pooled_target(), **worker.POOLED))
+        target=worker.pooled_target(), **worker.POOLED), sample_rtol=1e-6)
 
 
 def test_seed_none_takes_rank_0s_draw(ranks):
@@ -131,7 +131,7 @@ def one_process_chees():
                             target=worker.pooled_target(), **worker.CHEES)
 
 
-def _assert_pooled_across_ranks(ranks, one, key="pooled"):
+def _assert_pooled_across_ranks(ranks, one, key="pooled", sample_rtol=1e-8):
     """The warm-up pooled over every rank's chains: the same step size and inverse mass on every
     rank, bit for bit, and the one-process pooled warm-up's to rounding. The two sum the same
     statistics in another order (a rank's chains, then the ranks; the kernel pairwise over all
@@ -140,14 +140,17 @@ def _assert_pooled_across_ranks(ranks, one, key="pooled"):
     rank: 1e-13 relative after 10 warm-up transitions, 1e-11 after 20, 1e-9 after 40; so 20
     transitions and 1e-8, a margin of about 1000 (the runs are deterministic: fixed seeds, the
     same bits each time). An accept decision that flipped would show as a difference of order 1;
-    pooling over one rank's chains alone moves the step size by percents."""
+    pooling over one rank's chains alone moves the step size by percents. The draws follow the
+    step size through the leapfrog steps: on the GPU (the pooled kernel's block sums, another
+    order again) they were 1.3e-8 relative apart on the H200, so sample_rtol 1e-6 there (a margin
+    of about 80; still a million times below a flipped decision)."""
     for name in ("step_size", "inverse_mass"):  # as every chain's rows
         joined = torch.cat([r[key][name] for r in ranks])
         assert torch.equal(joined, joined[:1].expand_as(joined)), name
         torch.testing.assert_close(joined, getattr(one, name), rtol=1e-8, atol=0)
     for name in ("samples", "final_state"):
         joined = torch.cat([r[key][name] for r in ranks])
-        torch.testing.assert_close(joined, getattr(one, name), rtol=1e-8, atol=1e-12)
+        torch.testing.assert_close(joined, getattr(one, name), rtol=sample_rtol, atol=1e-12)
     assert torch.equal(torch.cat([r[key]["accept_count"] for r in ranks]), one.accept_count)
 
 
