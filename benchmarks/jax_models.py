@@ -34,7 +34,7 @@ def diamonds(data: dict):
     import jax.numpy as jnp
 
     d = _arrays(data)
-    Xc, Y = d["Xc"], d["Y"]
+    Xc, Y = d["XcT"].T, d["Y"]  # fused_hmc keeps the predictors by column
     K, N = Xc.shape[1], Xc.shape[0]
 
     def logdensity(x):

@@ -21,6 +21,7 @@ from .cpp_build import CppCompileError
 __all__ = ["CppTarget", "CppCompileError", "CppCheckError", "CheckReport"]
 
 _DTYPES = (torch.float32, torch.float64)
+_LANES = (1, 2, 4, 8, 16, 32)  # a chain's lanes share one warp (csrc/cuda/tuned_group.cuh)
 
 # check(): positions are drawn uniformly from [-CHECK_RADIUS, CHECK_RADIUS]^dim (Stan's default
 # initialisation of unconstrained parameters), and an error passes below
@@ -57,10 +58,19 @@ class CppTarget:
     unconstrained parameters. data: name -> tensor | float | int, read in C++ as ``data.<name>``.
     names: dim parameter names. log_prob: ``log_prob(x [dim] float64, data) -> 0-d tensor``, a
     torch reference for check().
+
+    lanes (1, 2, 4, 8, 16 or 32): the CUDA threads a chain takes, for models whose log density is
+    a sum over many data rows. With lanes = G > 1 the source defines, in place of log_density,
+    ``log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows)``: the terms of rows
+    ``rows.first, rows.first + rows.step, ...`` (rows.step is G), plus, where ``rows.first == 0``,
+    the terms of no row (and with gradient=True ``log_density_and_gradient_rows(x, grad, data,
+    rows)``, writing that share's gradient). log p is the sum of the G shares, added in the same
+    order on the CPU and on CUDA (csrc/math/lane_rows.h). ``FUSED_HMC_DIM`` is dim as a
+    compile-time constant: loops bounded by it keep x and grad in registers on the GPU.
     """
 
     def __init__(self, source, dim: int, data: dict | None = None, names=None,
-                 log_prob: Callable | None = None, gradient: bool = False):
+                 log_prob: Callable | None = None, gradient: bool = False, lanes: int = 1):
         self.source, self.source_name = self._read_source(source)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
@@ -70,13 +80,17 @@ class CppTarget:
         if not isinstance(gradient, bool):
             raise TypeError(f"gradient must be True or False, got {gradient!r}")
         self.has_gradient = gradient
-        if not _word_present("log_density", self.source):
-            raise ValueError("source defines no log_density: it must define template <typename T,"
-                             " typename Data> FUSED_HMC_HD T log_density(const T* x, const Data& "
-                             "data)")
-        if gradient and not _word_present("log_density_and_gradient", self.source):
-            raise ValueError("gradient=True, but source defines no log_density_and_gradient(const "
-                             "T* x, T* grad, const Data& data)")
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in _LANES:
+            raise ValueError(f"lanes must be one of {list(_LANES)}, got {lanes!r}")
+        self.lanes = lanes
+        value, hand = cpp_build.entry_points(lanes)
+        with_lanes = f" (lanes={lanes})" if lanes > 1 else ""
+        if not _word_present(value.name, self.source):
+            raise ValueError(f"source defines no {value.name}{with_lanes}: it must define "
+                             f"{value.signature}")
+        if gradient and not _word_present(hand.name, self.source):
+            raise ValueError(f"gradient=True{with_lanes}, but source defines no {hand.name}: it "
+                             f"must define {hand.signature}")
         self.names = self._check_names(names, dim)
         if log_prob is not None and not callable(log_prob):
             raise TypeError(f"log_prob must be callable (x [dim], data) -> 0-d tensor, got "
@@ -119,14 +133,15 @@ class CppTarget:
 
     def __repr__(self) -> str:
         data = ", ".join(f.name for f in self._fields)
-        return (f"CppTarget(dim={self.dim}, data=[{data}], gradient={self.has_gradient})")
+        lanes = f", lanes={self.lanes}" if self.lanes > 1 else ""
+        return f"CppTarget(dim={self.dim}, data=[{data}], gradient={self.has_gradient}{lanes})"
 
     # -- compiled module and its arguments (the sampler uses these too) -------------------------
 
     def build_spec(self, dtype: torch.dtype, device_kind: str) -> cpp_build.BuildSpec:
         return cpp_build.BuildSpec(self.source, self.source_name, self.dim,
                                    cpp_build.scalar_name(dtype), device_kind, self._fields,
-                                   self.has_gradient)
+                                   self.has_gradient, self.lanes)
 
     def module(self, dtype: torch.dtype, device: torch.device):
         """The compiled module for positions of `dtype` on `device` (built on first use)."""

@@ -12,20 +12,27 @@
 
 namespace fused_hmc {
 
-// A kPosition target's chain lives in one thread (its chunks cover the compiled dimension); the
-// others take choose_tuned_group_shape's groups.
+// A kPosition target's chain lives in its kLanes lanes (one thread each; their chunks cover the
+// compiled dimension); the others take choose_tuned_group_shape's groups.
+template <class Target>
+constexpr GroupShape position_group_shape() {
+  static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
+  constexpr int kChunks = int((Target::kFixedDim + 3) / 4);
+  return {Target::kLanes, (kChunks + Target::kLanes - 1) / Target::kLanes};
+}
+
 template <class Target>
 inline GroupShape chain_group_shape(int64_t dim) {
-  if constexpr (Target::kForce == TargetForce::kPosition) return {1, int((Target::kFixedDim + 3) / 4)};
+  if constexpr (Target::kForce == TargetForce::kPosition) return position_group_shape<Target>();
   return choose_tuned_group_shape(dim);
 }
 
 template <class Target, typename Launch>
 void with_chain_shape(int64_t dim, Launch&& launch) {
   if constexpr (Target::kForce == TargetForce::kPosition) {
-    static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
-    launch(std::integral_constant<int, 1>{},
-           std::integral_constant<int, int((Target::kFixedDim + 3) / 4)>{});
+    constexpr GroupShape kShape = position_group_shape<Target>();
+    launch(std::integral_constant<int, kShape.group>{},
+           std::integral_constant<int, kShape.chunks>{});
   } else if constexpr (Target::kMaxDim > 0 && Target::kMaxDim <= 4 * kMaxGroup) {
     // Its dims fit one chunk per thread: only those shapes are compiled.
     with_tuned_group_shape(choose_tuned_group_shape(dim), [&](auto group, auto chunks) {

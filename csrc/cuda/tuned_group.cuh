@@ -6,13 +6,16 @@
 //                of shared memory) and synchronises the block around every force evaluation; every
 //                thread of a block takes the same branches and reaches the same barriers, including
 //                the threads of chains past the batch;
-//   kPosition    (users' models) GROUP = 1: the thread holds the whole chain and hands the target
-//                its position as one array.
+//   kPosition    (users' models) the target's kLanes threads (GROUP): with one, the thread holds
+//                the whole chain and hands the target its position as one array; with more, each
+//                lane gathers the whole position by shuffles, evaluates its share of the data's rows
+//                (math/lane_rows.h) and the lanes add their shares by a butterfly.
 #pragma once
 
 #include <cstdint>
 
 #include "../math/chunk_sum.h"
+#include "../math/lane_rows.h"
 #include "../math/mass_matrix.h"
 #include "../math/noise_streams.h"
 #include "../math/philox_transition.h"
@@ -137,6 +140,62 @@ struct CoordinateCoefficients {
   }
 };
 
+// A kPosition target over GROUP > 1 lanes (math/lane_rows.h): every lane of the chain gathers the
+// whole position (chunk r + c * GROUP of lane r) by shuffles, evaluates its share of log p and its
+// gradient, and the butterfly adds the shares (adjacent lanes first: sum_over_lanes's order), so
+// every lane holds U and the whole gradient and keeps its own chunks' forces. The shuffles stay
+// inside the chain's lanes (the chains of a warp may run different numbers of leapfrog steps);
+// a missing chain's lanes skip it all alike.
+template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
+__device__ __forceinline__ scalar_t lane_share_forces(const Target& target, GroupSeat seat,
+                                                      const scalar_t (&x)[CHUNKS][4],
+                                                      scalar_t (&f)[CHUNKS][4]) {
+  static_assert(GROUP <= kWarp, "a chain's lanes share one warp");
+  constexpr int kDim = static_cast<int>(Target::kFixedDim), kPadded = 4 * CHUNKS * GROUP;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f[c][e] = scalar_t(0);
+  }
+  if (!seat.live) return scalar_t(0);
+  const unsigned lanes =
+      (GROUP == kWarp ? 0xffffffffu : (1u << (GROUP % kWarp)) - 1u) << (threadIdx.x % kWarp / GROUP * GROUP);
+  scalar_t position[kPadded], gradient[kPadded];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int r = 0; r < GROUP; ++r) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        position[4 * (r + c * GROUP) + e] = __shfl_sync(lanes, x[c][e], r, GROUP);
+        gradient[4 * (r + c * GROUP) + e] = scalar_t(0);
+      }
+    }
+  }
+  scalar_t log_p = target.lane_log_density_and_gradient(position, gradient,
+                                                        Rows{seat.lane, GROUP});
+#pragma unroll
+  for (int offset = 1; offset < GROUP; offset *= 2) {
+    log_p = log_p + __shfl_xor_sync(lanes, log_p, offset, GROUP);
+#pragma unroll
+    for (int j = 0; j < kDim; ++j) {
+      gradient[j] = gradient[j] + __shfl_xor_sync(lanes, gradient[j], offset, GROUP);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int r = 0; r < GROUP; ++r) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = 4 * (r + c * GROUP) + e;
+        if (r == seat.lane && j < kDim) f[c][e] = -gradient[j];
+      }
+    }
+  }
+  return -log_p;
+}
+
 // f = force(x) for the thread's coordinates; returns U(x) for a kPosition target (0 otherwise).
 template <class Target, int GROUP, int CHUNKS, class Coefficients,
           typename scalar_t = typename Target::Scalar>
@@ -153,23 +212,27 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
     }
     return scalar_t(0);
   } else if constexpr (Target::kForce == TargetForce::kPosition) {
-    static_assert(GROUP == 1, "a kPosition target's chain lives in one thread");
-    scalar_t position[4 * CHUNKS], gradient[4 * CHUNKS];
+    static_assert(GROUP == Target::kLanes, "a kPosition target's chain lives in its kLanes lanes");
+    if constexpr (GROUP == 1) {
+      scalar_t position[4 * CHUNKS], gradient[4 * CHUNKS];
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
+      for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) position[4 * c + e] = x[c][e];
-    }
-    scalar_t u = scalar_t(0);
-    if (seat.live) u = -target.log_density_and_gradient(position, gradient);
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        f[c][e] = seat.live && 4 * c + e < k.dim ? -gradient[4 * c + e] : scalar_t(0);
+        for (int e = 0; e < 4; ++e) position[4 * c + e] = x[c][e];
       }
+      scalar_t u = scalar_t(0);
+      if (seat.live) u = -target.log_density_and_gradient(position, gradient);
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          f[c][e] = seat.live && 4 * c + e < k.dim ? -gradient[4 * c + e] : scalar_t(0);
+        }
+      }
+      return u;
+    } else {
+      return lane_share_forces<Target, GROUP, CHUNKS>(target, seat, x, f);
     }
-    return u;
   } else {
     __syncthreads();  // every thread has read the previous x
 #pragma unroll

@@ -10,9 +10,12 @@
 //                some coordinates forms their forces without seeing the others.
 //   kRow         f_j from row j and the whole position x (visible to every thread of the chain,
 //                e.g. in shared memory): `S row_force(int64_t j, const S* x)`.
-//   kPosition    the whole gradient at once from the whole position, in one thread:
+//   kPosition    the whole gradient at once from the whole position:
 //                `S log_density_and_gradient(const S* x, S* grad)` returns log p(x) and writes
-//                d log p / dx. Users' models (CppTarget) are of this kind.
+//                d log p / dx. Users' models (CppTarget) are of this kind. `kLanes` (a power of
+//                two up to 32) is the threads a chain takes on CUDA; above one, each calls
+//                `S lane_log_density_and_gradient(const S* x, S* grad, Rows)`, its share of the
+//                sum that log_density_and_gradient forms (math/lane_rows.h).
 //
 // and:
 //   kName            the registry key, as Python's ops.run names the target;

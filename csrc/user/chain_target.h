@@ -1,8 +1,9 @@
 // A CppTarget as a Target of math/target.h, for the chain kernels (CPU chains_cpu.h, CUDA
-// chain_kernels.cuh): kPosition (the chain's whole position in one thread), not quadratic (the
-// energy change adds 2 (U1 - U0)), not shifted, compiled for one dimension. Its data comes in the
-// run op's target_tensors (the data tensors, in the generated order) and target_scalars (the
-// floats, then the ints), which the generated fused_hmc_user::data_from_views unpacks. Torch-free.
+// chain_kernels.cuh): kPosition (the chain's whole position in each of its kLanes threads), not
+// quadratic (the energy change adds 2 (U1 - U0)), not shifted, compiled for one dimension. Its
+// data comes in the run op's target_tensors (the data tensors, in the generated order) and
+// target_scalars (the floats, then the ints), which the generated fused_hmc_user::data_from_views
+// unpacks. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct ChainTarget : UserTarget<S> {
   static constexpr bool kShifted = false;
   static constexpr int64_t kMaxDim = 0;
   static constexpr int64_t kFixedDim = FHMC_USER_DIM;
+  using UserTarget<S>::kLanes;  // the threads of a chain (math/lane_rows.h)
   static constexpr int kTensorCount = -1;  // the data: any tensors, checked by CppTarget
   static constexpr const char* const* kTensorNames = nullptr;
   static constexpr const int* kTensorRanks = nullptr;

@@ -22,55 +22,74 @@ from .posteriordb_files import load_posterior
 
 POSTERIOR = "diamonds-diamonds"
 
-# data.Xc [N, Kc] row-major, data.Y [N]. student_t(v | 3, m, s) = -2 log1p(((v - m) / s)^2 / 3) + c.
+# The rows are spread over a chain's LANES lanes (CppTarget(lanes=...)): each lane sums the
+# residuals of its rows, lane 0 adds the priors. The predictors are stored by column, data.XcT
+# [Kc, N], so a chain's lanes read neighbouring rows of one column together (one memory sector);
+# K is the compile-time Kc (FUSED_HMC_DIM - 2), so x, a row and grad stay in registers.
+# student_t(v | 3, m, s) = -2 log1p(((v - m) / s)^2 / 3) + c.
+LANES = 8
 SOURCE = r"""
 template <typename T, typename Data>
-FUSED_HMC_HD T log_density(const T* x, const Data& data) {
-  const int64_t N = data.Xc_shape[0], K = data.Xc_shape[1];
+FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows) {
+  constexpr int64_t K = FUSED_HMC_DIM - 2;
+  const int64_t N = data.Y_size;
   const T intercept = x[K], log_sigma = x[K + 1], sigma = exp(log_sigma);
-  const T u = (intercept - 8.0) / 10.0, s = sigma / 10.0;
-  T lp = -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
-  for (int64_t k = 0; k < K; ++k) lp += -0.5 * x[k] * x[k];
-  T sq = 0.0;  // sum of squared residuals
-  for (int64_t i = 0; i < N; ++i) {
-    const auto* row = data.Xc + i * K;
+  T sq = 0.0;  // this lane's sum of squared residuals
+  for (int64_t i = rows.first; i < N; i += rows.step) {
     T r = data.Y[i] - intercept;
-    for (int64_t k = 0; k < K; ++k) r += -row[k] * x[k];
+    for (int64_t k = 0; k < K; ++k) r += -data.XcT[k * N + i] * x[k];
     sq += r * r;
   }
-  return lp - 0.5 * sq / (sigma * sigma);
+  T lp = -0.5 * sq / (sigma * sigma);
+  if (rows.first == 0) {
+    const T u = (intercept - 8.0) / 10.0, s = sigma / 10.0;
+    lp += -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
+    for (int64_t k = 0; k < K; ++k) lp += -0.5 * x[k] * x[k];
+  }
+  return lp;
 }
 """
 
 # r_i = Y_i - Intercept - Xc_i . b, S = sum r_i^2, u = (Intercept - 8) / 10, s = sigma / 10:
 # d/db_k = -b_k + sum_i r_i Xc_ik / sigma^2;
 # d/dIntercept = -(4 u / 30) / (1 + u^2 / 3) + sum r_i / sigma^2;
-# d/dlog_sigma = -(4 s^2 / 3) / (1 + s^2 / 3) + 1 - N + S / sigma^2.
+# d/dlog_sigma = -(4 s^2 / 3) / (1 + s^2 / 3) + 1 - N + S / sigma^2;
+# a lane's share takes the sums over its rows, lane 0's the terms of no row besides.
 GRADIENT_SOURCE = r"""
 template <typename T, typename Data>
-FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
-  const int64_t N = data.Xc_shape[0], K = data.Xc_shape[1];
+FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& data,
+                                             fused_hmc::Rows rows) {
+  constexpr int64_t K = FUSED_HMC_DIM - 2;
+  const int64_t N = data.Y_size;
   const T intercept = x[K], log_sigma = x[K + 1], sigma = exp(log_sigma);
-  const T u = (intercept - 8.0) / 10.0, s = sigma / 10.0;
-  T lp = -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
-  for (int64_t k = 0; k < K; ++k) {
-    lp += -0.5 * x[k] * x[k];
-    grad[k] = 0.0;
-  }
+  T g[K];
+  for (int64_t k = 0; k < K; ++k) g[k] = 0.0;
   T sq = 0.0, r_sum = 0.0;
-  for (int64_t i = 0; i < N; ++i) {
-    const auto* row = data.Xc + i * K;
+  for (int64_t i = rows.first; i < N; i += rows.step) {
+    T row[K];
+    for (int64_t k = 0; k < K; ++k) row[k] = data.XcT[k * N + i];
     T r = data.Y[i] - intercept;
     for (int64_t k = 0; k < K; ++k) r += -row[k] * x[k];
     sq += r * r;
     r_sum += r;
-    for (int64_t k = 0; k < K; ++k) grad[k] += row[k] * r;
+    for (int64_t k = 0; k < K; ++k) g[k] += row[k] * r;
   }
   const T inv_var = 1.0 / (sigma * sigma);
-  for (int64_t k = 0; k < K; ++k) grad[k] = grad[k] * inv_var - x[k];
-  grad[K] = -(4.0 * u / 30.0) / (1.0 + u * u / 3.0) + r_sum * inv_var;
-  grad[K + 1] = -(4.0 * s * s / 3.0) / (1.0 + s * s / 3.0) + (1.0 - N) + sq * inv_var;
-  return lp - 0.5 * sq * inv_var;
+  for (int64_t k = 0; k < K; ++k) grad[k] = g[k] * inv_var;
+  grad[K] = r_sum * inv_var;
+  grad[K + 1] = sq * inv_var;
+  T lp = -0.5 * sq * inv_var;
+  if (rows.first == 0) {
+    const T u = (intercept - 8.0) / 10.0, s = sigma / 10.0;
+    lp += -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
+    for (int64_t k = 0; k < K; ++k) {
+      lp += -0.5 * x[k] * x[k];
+      grad[k] += -x[k];
+    }
+    grad[K] += -(4.0 * u / 30.0) / (1.0 + u * u / 3.0);
+    grad[K + 1] += -(4.0 * s * s / 3.0) / (1.0 + s * s / 3.0) + (1.0 - N);
+  }
+  return lp;
 }
 """
 
@@ -83,7 +102,7 @@ def centred_predictors(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _log_prob(x: torch.Tensor, data) -> torch.Tensor:
-    Xc, Y = data["Xc"].to(x.dtype), data["Y"].to(x.dtype)
+    Xc, Y = data["XcT"].to(x.dtype).T, data["Y"].to(x.dtype)
     K = Xc.shape[1]
     b, intercept, log_sigma = x[..., :K], x[..., K], x[..., K + 1]
     sigma = torch.exp(log_sigma)
@@ -100,16 +119,16 @@ def _constrain(x: torch.Tensor, K: int) -> dict[str, torch.Tensor]:
 
 
 def diamonds() -> Model:
-    """posteriordb's diamonds (brms), x = (b[1..24], Intercept, log_sigma); data Xc [5000, 24],
-    Y [5000]."""
+    """posteriordb's diamonds (brms), x = (b[1..24], Intercept, log_sigma); data XcT [24, 5000]
+    (the centred predictors by column), Y [5000]; its rows over LANES lanes a chain."""
     raw = load_posterior(POSTERIOR)["data"]
     X = torch.tensor(raw["X"], dtype=torch.float64)
     Xc, _ = centred_predictors(X)
     Kc = Xc.shape[1]
-    data = {"Xc": Xc.contiguous(), "Y": torch.tensor(raw["Y"], dtype=torch.float64)}
+    data = {"XcT": Xc.T.contiguous(), "Y": torch.tensor(raw["Y"], dtype=torch.float64)}
     return Model(
         name="diamonds", dim=Kc + 2, source=SOURCE, gradient_source=GRADIENT_SOURCE, data=data,
         names=indexed("b", Kc) + ("Intercept", "log_sigma"),
         constrained_names=indexed("b", Kc) + ("Intercept", "sigma"),
         log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, K=Kc),
-        posteriordb=POSTERIOR)
+        posteriordb=POSTERIOR, lanes=LANES)

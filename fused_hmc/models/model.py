@@ -40,6 +40,8 @@ class Model:
             float64, where they are known in closed form (funnel, Rosenbrock); else None.
         posteriordb: the posteriordb posterior this model reproduces (``"eight_schools-
             eight_schools_noncentered"``), whose reference summary is over ``constrained_names``.
+        lanes: CppTarget's lanes: above 1 the sources define a lane's share of the data's rows
+            (``log_density_rows``, ``log_density_and_gradient_rows``) instead.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Model:
     exact_mean: torch.Tensor | None = field(default=None, repr=False)
     exact_var: torch.Tensor | None = field(default=None, repr=False)
     posteriordb: str | None = None
+    lanes: int = 1
 
     def __post_init__(self):
         if len(self.names) != self.dim:
@@ -97,7 +100,7 @@ class Model:
 
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),
-                         log_prob=self.log_prob_fn, gradient=gradient)
+                         log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes)
 
     def _check_x(self, arg: str, x) -> None:
         if not isinstance(x, torch.Tensor):

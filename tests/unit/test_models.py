@@ -201,10 +201,10 @@ def test_eight_schools_constrain_and_reference_point():
 def test_diamonds_centring_names_and_constrain():
     model = models.diamonds()
     Xc, Y, means = _diamonds_design()
-    np.testing.assert_allclose(model.data["Xc"].numpy(), Xc, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(model.data["XcT"].numpy().T, Xc, rtol=0, atol=1e-13)
     np.testing.assert_array_equal(model.data["Y"].numpy(), Y)
-    assert model.data["Xc"].shape == (5000, 24) and model.data["Xc"].is_contiguous()
-    assert np.abs(model.data["Xc"].numpy().mean(0)).max() < 1e-13  # centred columns
+    assert model.data["XcT"].shape == (24, 5000) and model.data["XcT"].is_contiguous()
+    assert np.abs(model.data["XcT"].numpy().mean(1)).max() < 1e-13  # centred columns
     ref = load_reference(model.posteriordb)
     assert model.constrained_names == ref.parameters  # b[1..24], Intercept, sigma: no b_Intercept
     x = _points(model, n=2)

@@ -1,0 +1,167 @@
+"""CppTarget(lanes=G): a model's data rows spread over a chain's G lanes (csrc/math/lane_rows.h).
+
+References: a logistic regression written once as a lane's share (log_density_rows) and compiled
+two ways: as a lanes=4 target, and as a one-lane target whose log_density is the share of the
+lane its data names, so that each share is evaluated alone. The lanes=4 target must equal the
+pairwise sum of the shares ((s0 + s1) + (s2 + s3): the CUDA butterfly's order) bit for bit, value
+and gradient; torch autograd of a torch log_prob checks the value and both gradients (duals and
+hand-written) through check(). On CUDA, the chain kernels run a chain in 4 threads (8 chains a
+warp, taking different numbers of leapfrog steps) and must agree with the CPU's chains.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fused_hmc import CppTarget, ops
+
+N, K = 37, 3  # rows (not a multiple of the lanes: the lanes' shares differ in size), predictors
+DIM = K + 1  # the coefficients, then the intercept
+
+SHARE = r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows) {
+  constexpr int64_t K = FUSED_HMC_DIM - 1;
+  const int64_t N = data.y_size;
+  T lp = 0.0;
+  for (int64_t i = rows.first; i < N; i += rows.step) {
+    T eta = x[K];
+    for (int64_t k = 0; k < K; ++k) eta += data.XT[k * N + i] * x[k];
+    lp += data.y[i] * eta - softplus(eta);
+  }
+  if (rows.first == 0) {
+    for (int64_t k = 0; k <= K; ++k) lp += -0.125 * x[k] * x[k];
+  }
+  return lp;
+}
+"""
+
+# d/dx_k of the share: sum_i (y_i - sigmoid(eta_i)) X_ik, and -x_k / 4 on lane 0.
+GRADIENT = r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& data,
+                                             fused_hmc::Rows rows) {
+  constexpr int64_t K = FUSED_HMC_DIM - 1;
+  const int64_t N = data.y_size;
+  T lp = 0.0;
+  for (int64_t k = 0; k <= K; ++k) grad[k] = 0.0;
+  for (int64_t i = rows.first; i < N; i += rows.step) {
+    T eta = x[K];
+    for (int64_t k = 0; k < K; ++k) eta += data.XT[k * N + i] * x[k];
+    lp += data.y[i] * eta - softplus(eta);
+    const T residual = data.y[i] - sigmoid(eta);
+    for (int64_t k = 0; k < K; ++k) grad[k] += residual * data.XT[k * N + i];
+    grad[K] += residual;
+  }
+  if (rows.first == 0) {
+    for (int64_t k = 0; k <= K; ++k) {
+      lp += -0.125 * x[k] * x[k];
+      grad[k] += -0.25 * x[k];
+    }
+  }
+  return lp;
+}
+"""
+
+# One lane's share alone, as a one-lane target: the lane and the lanes come in the data.
+ONE_SHARE = SHARE + r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T log_density(const T* x, const Data& data) {
+  return log_density_rows(x, data, fused_hmc::Rows{data.lane, data.lanes});
+}
+"""
+
+
+def _data() -> dict:
+    gen = torch.Generator().manual_seed(14)
+    X = torch.randn(N, K, generator=gen, dtype=torch.float64)
+    y = (torch.rand(N, generator=gen, dtype=torch.float64) < 0.4).double()
+    return {"XT": X.T.contiguous(), "y": y}
+
+
+def _log_prob(x: torch.Tensor, data: dict) -> torch.Tensor:
+    eta = data["XT"].T.to(x.dtype) @ x[:K] + x[K]
+    y = data["y"].to(x.dtype)
+    return (y * eta - torch.nn.functional.softplus(eta)).sum() - 0.125 * (x * x).sum()
+
+
+@pytest.fixture(scope="module")
+def lanes4() -> CppTarget:
+    return CppTarget(SHARE + GRADIENT, DIM, data=_data(), log_prob=_log_prob, gradient=True,
+                     lanes=4)
+
+
+def _points(n: int, dtype=torch.float64) -> torch.Tensor:
+    return torch.randn(n, DIM, generator=torch.Generator().manual_seed(3), dtype=dtype)
+
+
+def test_the_lanes_sum_their_shares_pairwise_bit_for_bit(lanes4):
+    x = _points(64)
+    shares = [CppTarget(ONE_SHARE, DIM, data=_data() | {"lane": lane, "lanes": 4})
+              for lane in range(4)]
+    values = [s.log_density(x) for s in shares]
+    gradients = [s.gradient(x) for s in shares]
+    assert torch.equal(lanes4.log_density(x), (values[0] + values[1]) + (values[2] + values[3]))
+    pairwise = (gradients[0] + gradients[1]) + (gradients[2] + gradients[3])
+    assert torch.equal(lanes4.dual_log_density_and_gradient(x)[1], pairwise)  # the duals'
+    assert torch.equal(lanes4.dual_log_density_and_gradient(x)[0], lanes4.log_density(x))
+    # The hand-written share's gradient is another formula: equal to rounding.
+    torch.testing.assert_close(lanes4.gradient(x), pairwise, rtol=1e-13, atol=1e-13)
+
+
+def test_check_passes_against_autograd(lanes4):
+    for dtype in (torch.float64, torch.float32):
+        report = lanes4.check(n=32, dtype=dtype)
+        assert report.worst_value < 1 and report.worst_gradient < 1
+        assert report.worst_dual_vs_hand < 1
+
+
+def test_lanes_take_the_share_functions():
+    with pytest.raises(ValueError, match=r"lanes must be one of \[1, 2, 4, 8, 16, 32\], got 3"):
+        CppTarget(SHARE, DIM, lanes=3)
+    for bad in (0, 64, True, 2.0):
+        with pytest.raises(ValueError, match="lanes must be one of"):
+            CppTarget(SHARE, DIM, lanes=bad)
+    plain = "template <typename T, typename Data> FUSED_HMC_HD T log_density(const T* x, " \
+            "const Data& data) { return -x[0] * x[0]; }"
+    with pytest.raises(ValueError, match=r"no log_density_rows \(lanes=4\).*fused_hmc::Rows"):
+        CppTarget(plain, 1, lanes=4)
+    with pytest.raises(ValueError, match=r"gradient=True \(lanes=2\).*log_density_and_gradient_"
+                                         r"rows"):
+        CppTarget(SHARE, DIM, gradient=True, lanes=2)
+    assert "lanes=4" in repr(CppTarget(SHARE, DIM, lanes=4))
+
+
+def _sample_run(target: CppTarget, q: torch.Tensor, transitions: int):
+    """Fixed step size and mass, jittered trajectory lengths (so a warp's chains take different
+    numbers of steps); q moves in place."""
+    chains, device, f64 = q.shape[0], q.device, dict(dtype=torch.float64, device=q.device)
+    stats = dict(mean=torch.zeros(chains, DIM, **f64), m2=torch.zeros(chains, DIM, **f64),
+                 accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
+                 accept_prob_sum=torch.zeros(chains, **f64),
+                 gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
+    ops.run(q, target.op_name(q.dtype, device), target.op_tensors(q.dtype, device),
+            target.op_scalars(), torch.tensor([0.2], **f64), torch.empty(0, dtype=q.dtype,
+                                                                          device=device),
+            0.1, 12, 2026, 0, 0, transitions, trajectory_length=1.1, **stats)
+    return stats
+
+
+@pytest.mark.cuda
+def test_cuda_chains_over_lanes_agree_with_the_cpu(lanes4):
+    """70 chains (a partial last block and warp) of float64, 6 transitions: the same draws to
+    rounding (nvcc contracts the user's arithmetic into FMAs where g++ does not, so bits may
+    differ; a flipped accept decision or a lane reading the wrong rows would differ by O(1)),
+    the same acceptances and step counts."""
+    q0 = _points(70) * 0.3
+    out = {}
+    for device in ("cpu", "cuda"):
+        q = q0.to(device, copy=True)
+        stats = _sample_run(lanes4, q, 6)
+        out[device] = [q.cpu()] + [v.cpu() for v in stats.values()]
+    cpu, cuda = out["cpu"], out["cuda"]
+    torch.testing.assert_close(cuda[0], cpu[0], rtol=1e-9, atol=1e-11)
+    assert torch.equal(cuda[3], cpu[3]) and torch.equal(cuda[5], cpu[5])
+    assert len(set(cpu[5].tolist())) > 1  # the jitter varies the steps between chains
+    torch.testing.assert_close(lanes4.log_density(q0.cuda()).cpu(), lanes4.log_density(q0),
+                               rtol=1e-12, atol=1e-12)
