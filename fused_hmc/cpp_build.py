@@ -130,7 +130,7 @@ def model_header(spec: BuildSpec) -> str:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.device_kind == "cuda":
         head.append("#define FHMC_USER_WITH_CUDA 1")
-    head += ["#include <cstdint>", "", '#include "math/lane_rows.h"', '#include "math/target.h"',
+    head += ["#include <cstdint>", "", '#include "math/target.h"',
              '#include "math/target_functions.h"', "",
              "namespace fused_hmc_user {",
              f"using Scalar = {spec.scalar};"]

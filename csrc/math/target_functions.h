@@ -1,6 +1,7 @@
-// What a user's log density (TARGETS.md) sees: FUSED_HMC_HD, and the functions exp log log1p expm1
-// sqrt pow abs fabs tanh sin cos lgamma fmin fmax log_sum_exp sigmoid log_sigmoid softplus,
-// resolving unqualified for float, double and Dual<float|double, W>, under g++ and nvcc
+// What a user's log density (TARGETS.md) sees: FUSED_HMC_HD, fused_hmc::Rows, and the
+// functions exp log log1p expm1 sqrt pow abs fabs tanh sin cos lgamma fmin fmax log_sum_exp
+// sigmoid log_sigmoid softplus, resolving unqualified for float, double and Dual<float|double, W>,
+// under g++ and nvcc
 // (host and device) alike. Plain versions: scalar_functions.h; dual versions: dual.h.
 //
 // How user code is wrapped (the CppTarget code generator does exactly this):
@@ -28,6 +29,7 @@
 #include <stdint.h>
 
 #include "dual.h"
+#include "lane_rows.h"  // fused_hmc::Rows, for a model over lanes (log_density_rows)
 #include "host_device.h"
 #include "scalar_functions.h"
 

@@ -71,6 +71,35 @@ def _fields(data) -> tuple[str, str]:
     return "\n  ".join(members), "\n    ".join(fill)
 
 
+def _lane_sums(model) -> str:
+    """For a model over lanes (Model.lanes > 1): log_density (and log_density_and_gradient) as
+    the sum of its lanes' shares, in lane order (not the kernels' pairwise order: an independent
+    reading)."""
+    if model.lanes == 1:
+        return ""
+    lanes, dim = model.lanes, model.dim
+    out = f"""
+template <typename T, typename D> T log_density(const T* x, const D& d) {{
+  T lp = 0.0;
+  for (int64_t l = 0; l < {lanes}; ++l) lp += log_density_rows(x, d, fused_hmc::Rows{{l, {lanes}}});
+  return lp;
+}}
+"""
+    if model.gradient_source is not None:
+        out += f"""
+template <typename T, typename D> T log_density_and_gradient(const T* x, T* grad, const D& d) {{
+  T lp = 0.0, g[{dim}];
+  for (int64_t j = 0; j < {dim}; ++j) grad[j] = 0.0;
+  for (int64_t l = 0; l < {lanes}; ++l) {{
+    lp += log_density_and_gradient_rows(x, g, d, fused_hmc::Rows{{l, {lanes}}});
+    for (int64_t j = 0; j < {dim}; ++j) grad[j] += g[j];
+  }}
+  return lp;
+}}
+"""
+    return out
+
+
 def program(models: dict) -> str:
     """The C++ program text for ``models`` (key -> Model); argv[1] = key, argv[2] = folder."""
     parts, dispatch = [PREAMBLE], []
@@ -79,9 +108,11 @@ def program(models: dict) -> str:
         ns, dim = f"fused_hmc_user::m_{key}", model.dim
         dual_f, dual_d = (f"fused_hmc::Dual<{s}, fused_hmc::dual_width({dim})>"
                           for s in ("float", "double"))
-        parts.append(f"namespace fused_hmc_user {{ namespace m_{key} {{\n"
+        parts.append(f"#define FUSED_HMC_DIM {dim}\n"
+                     f"namespace fused_hmc_user {{ namespace m_{key} {{\n"
                      f"template <typename S> struct Data {{\n  {members}\n}};\n"
-                     f"{model.source}\n{model.gradient_source or ''}\n}} }}")
+                     f"{model.source}\n{model.gradient_source or ''}\n"
+                     f"{_lane_sums(model)}}} }}\n#undef FUSED_HMC_DIM")
         # the float path type-checks too: values, duals and the hand-written gradient
         parts.append(f"template float {ns}::log_density<float, {ns}::Data<float>>("
                      f"const float*, const {ns}::Data<float>&);")
