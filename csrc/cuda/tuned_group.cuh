@@ -151,26 +151,21 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
                                                       const scalar_t (&x)[CHUNKS][4],
                                                       scalar_t (&f)[CHUNKS][4]) {
   static_assert(GROUP <= kWarp, "a chain's lanes share one warp");
-  constexpr int kDim = static_cast<int>(Target::kFixedDim), kPadded = 4 * CHUNKS * GROUP;
+  constexpr int kDim = static_cast<int>(Target::kFixedDim);
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) f[c][e] = scalar_t(0);
   }
   if (!seat.live) return scalar_t(0);
-  const unsigned lanes =
-      (GROUP == kWarp ? 0xffffffffu : (1u << (GROUP % kWarp)) - 1u) << (threadIdx.x % kWarp / GROUP * GROUP);
-  scalar_t position[kPadded], gradient[kPadded];
+  const unsigned lanes = (GROUP == kWarp ? 0xffffffffu : (1u << (GROUP % kWarp)) - 1u)
+                         << (threadIdx.x % kWarp / GROUP * GROUP);
+  // Coordinate j is element j % 4 of chunk j / 4, which lane (j / 4) % GROUP holds as its chunk
+  // (j / 4) / GROUP: all compile-time indices, so the arrays stay in registers.
+  scalar_t position[kDim], gradient[kDim];
 #pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-    for (int r = 0; r < GROUP; ++r) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        position[4 * (r + c * GROUP) + e] = __shfl_sync(lanes, x[c][e], r, GROUP);
-        gradient[4 * (r + c * GROUP) + e] = scalar_t(0);
-      }
-    }
+  for (int j = 0; j < kDim; ++j) {
+    position[j] = __shfl_sync(lanes, x[j / 4 / GROUP][j % 4], j / 4 % GROUP, GROUP);
   }
   scalar_t log_p = target.lane_log_density_and_gradient(position, gradient,
                                                         Rows{seat.lane, GROUP});
@@ -183,15 +178,8 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
     }
   }
 #pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-    for (int r = 0; r < GROUP; ++r) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = 4 * (r + c * GROUP) + e;
-        if (r == seat.lane && j < kDim) f[c][e] = -gradient[j];
-      }
-    }
+  for (int j = 0; j < kDim; ++j) {
+    if (j / 4 % GROUP == seat.lane) f[j / 4 / GROUP][j % 4] = -gradient[j];
   }
   return -log_p;
 }

@@ -66,13 +66,13 @@ FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& da
   for (int64_t k = 0; k < K; ++k) g[k] = 0.0;
   T sq = 0.0, r_sum = 0.0;
   for (int64_t i = rows.first; i < N; i += rows.step) {
-    T row[K];
-    for (int64_t k = 0; k < K; ++k) row[k] = data.XcT[k * N + i];
+    // The row is read twice (the second time from the cache) rather than held: in float64 the
+    // held row, x and g would not fit the registers.
     T r = data.Y[i] - intercept;
-    for (int64_t k = 0; k < K; ++k) r += -row[k] * x[k];
+    for (int64_t k = 0; k < K; ++k) r += -data.XcT[k * N + i] * x[k];
     sq += r * r;
     r_sum += r;
-    for (int64_t k = 0; k < K; ++k) g[k] += row[k] * r;
+    for (int64_t k = 0; k < K; ++k) g[k] += data.XcT[k * N + i] * r;
   }
   const T inv_var = 1.0 / (sigma * sigma);
   for (int64_t k = 0; k < K; ++k) grad[k] = g[k] * inv_var;

@@ -17,6 +17,8 @@ import torch
 
 from fused_hmc import ops, philox_numpy
 
+from ._helpers import cuda_cpu_tolerance
+
 SEED, DIM, CHAINS = 314, 3, 64
 
 
@@ -179,7 +181,9 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
 @pytest.mark.parametrize("unit_mass", [False, True], ids=["mass", "unit"])
 def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
     """The CUDA sampling kernel's trajectory record (group_tuned_transition's TrajectoryRecord
-    and lane 0's acceptance and jitter) is the CPU build's, bit for bit, over three transitions
+    and lane 0's acceptance and jitter) is the CPU build's, to the rounding by which CUDA and CPU
+    momenta differ (cuda_cpu_tolerance; the jitter, a function of the stream alone, exactly),
+    over three transitions
     whose trajectory length is read from chees on the device; the diagonal target is shifted;
     the mass is a non-unit one, or the empty unit mass (which the op hands the recording kernel
     as ones)."""
@@ -201,7 +205,9 @@ def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
                 trajectory_record=record, **buffers)
         out[device] = (q.cpu(), record.cpu(), buffers["accept_prob_sum"].cpu())
     for cpu, cuda in zip(out["cpu"], out["cuda"]):
-        assert torch.equal(cpu, cuda)
+        torch.testing.assert_close(cuda, cpu, **cuda_cpu_tolerance(dtype))
+    jitter = 3 * dim + 1
+    assert torch.equal(out["cuda"][1][:, jitter], out["cpu"][1][:, jitter])
     assert not torch.isnan(out["cpu"][1]).any()
 
 

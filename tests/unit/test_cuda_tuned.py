@@ -28,6 +28,7 @@ import torch
 
 from fused_hmc import ops
 
+from ._helpers import cuda_cpu_tolerance
 from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop
 
 pytestmark = pytest.mark.cuda
@@ -59,14 +60,10 @@ SHAPES = [("standard", 37, 1), ("diagonal", 37, 3), ("diagonal", 300, 64), ("sta
           ("dense", 37, 5), ("dense", 9, 64), ("dense", 4, 130), ("dense", 3, 256)]
 
 
-def _tolerance(dtype):
-    return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
-
-
 def assert_agree(cpu, cuda, names, dtype):
     for name, a, b in zip(names, cpu, cuda):
         if a.is_floating_point():
-            torch.testing.assert_close(b, a, **_tolerance(dtype), msg=name)
+            torch.testing.assert_close(b, a, **cuda_cpu_tolerance(dtype), msg=name)
         else:
             assert torch.equal(a, b), name
 
