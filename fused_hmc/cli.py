@@ -592,6 +592,10 @@ def _add_sample_parser(sub) -> None:
     flag("--gradient", action="store_true",
          help="use the target's hand-written gradient (log_density_and_gradient: a --model that "
               "has one, or defined in FILE.cpp) instead of dual numbers")
+    flag("--lanes", type=int, choices=[1, 2, 4, 8, 16, 32], default=1,
+         help="--target FILE.cpp: the CUDA threads a chain takes; above 1 the file defines "
+              "log_density_rows, a lane's share of the data's rows (README.md, \"Your own "
+              "model\"; default: 1)")
     flag("--mean", type=_real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,

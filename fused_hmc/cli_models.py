@@ -97,6 +97,8 @@ def resolve_flags(args) -> None:
             raise CliError("--target", f"no file {args.target}")
         if args.data is not None and not Path(args.data).is_file():
             raise CliError("--data", f"no file {args.data}")
+    if args.lanes != 1 and not cpp:
+        raise CliError("--lanes", "goes with --target FILE.cpp (a --model brings its own lanes)")
     args.target = args.target or "standard"
     args.dim = args.dim if args.dim is not None else 64
     args.mean = args.mean if args.mean is not None else 0.0
@@ -170,11 +172,13 @@ def user_target(args) -> UserTarget:
     data = load_data(args.data) if args.data is not None else None
     try:
         # The text, not the path: the build is keyed by the source's content, not its file name.
-        target = CppTarget(source, args.dim, data=data, gradient=args.gradient)
+        target = CppTarget(source, args.dim, data=data, gradient=args.gradient,
+                           lanes=args.lanes)
     except (ValueError, TypeError) as exc:
         message = str(exc)
         flag = ("--data" if message.startswith("data") else
                 "--gradient" if args.gradient and "log_density_and_gradient" in message else
+                "--lanes" if "(lanes=" in message else
                 "--target")
         raise CliError(flag, f"{path}: {message}") from None
     return UserTarget(target, None)

@@ -99,6 +99,10 @@ def _bad_data(tmp_path, text: str) -> str:
     (["--target", "{cpp}", "--dim", "10", "--data", "{json_keyword}"], "--data"),
     (["--target", "{cpp}", "--dim", "10", "--data", "{json_nan}"], "--data"),
     (["--target", "{no_density}", "--dim", "10"], "--target"),
+    (["--model", "eight_schools", "--lanes", "4"], "--lanes"),  # a model brings its own
+    (["--lanes", "4"], "--lanes"),  # a Gaussian
+    (["--target", "{cpp}", "--dim", "10", "--data", "{json}", "--lanes", "4"], "--lanes"),
+    (["--target", "{cpp}", "--dim", "10", "--lanes", "3"], "--lanes"),
 ])
 def test_a_nonsensical_combination_is_one_line_naming_the_flag(capsys, tmp_path, files,
                                                                no_compiling, argv, flag):
