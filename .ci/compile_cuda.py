@@ -92,6 +92,34 @@ def compile_commands(_build, build_dir: Path) -> list[tuple[str, str, str]]:
     return commands
 
 
+def user_kernel_commands(_build, folders: list[Path], build_dir: Path) -> list[tuple[str, str, str]]:
+    """(source, object, command) for each folder's generated fused_hmc_user_kernels.cu (written by
+    .ci/generate_user_kernels.py), with the flags and include paths cpp_build.py compiles it
+    with, each in its own subfolder of build_dir."""
+    from torch.utils import cpp_extension
+
+    cuda_flags = [*_build.cuda_compile_flags(), _build.PTXAS_VERBOSE_FLAG]
+    commands = []
+    for folder in folders:
+        source = folder.resolve() / "fused_hmc_user_kernels.cu"
+        if not source.is_file():
+            sys.exit(f"--user-kernels {folder}: no fused_hmc_user_kernels.cu there")
+        out = build_dir / f"user_{folder.name}"
+        out.mkdir(parents=True, exist_ok=True)
+        cpp_extension._write_ninja_file_to_build_library(
+            path=str(out / "build.ninja"), name="fused_hmc_user", sources=[str(source)],
+            extra_cflags=list(_build.HOST_FLAGS), extra_cuda_cflags=cuda_flags,
+            extra_sycl_cflags=[], extra_ldflags=[],
+            extra_include_paths=[str(ROOT / "csrc"), str(source.parent)], with_cuda=True,
+            with_sycl=False, is_standalone=False)
+        target = "fused_hmc_user_kernels.cuda.o"
+        command = subprocess.run(["ninja", "-C", str(out), "-t", "commands", "-s", target],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        # The command names its output relative to its own build folder.
+        commands.append((str(source), f"{out.name}/{target}", f"cd {out} && {command}"))
+    return commands
+
+
 def up_to_date(build_dir: Path, target: str, command: str) -> bool:
     """The object, its compile log and command are newer than every file its depfile names."""
     obj, log, cmd, dep = (build_dir / (target + ext) for ext in ("", ".log", ".cmd", ".d"))
@@ -204,6 +232,9 @@ def main() -> int:
                         help="recompile every source (default: reuse unchanged ones' output)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
                         help="parallel compiles (default: the CPU count)")
+    parser.add_argument("--user-kernels", type=Path, nargs="+", default=[], metavar="DIR",
+                        help="also compile these folders' generated CppTarget kernels (their "
+                             "spills are the model's: reported, not failed)")
     parser.add_argument("--allowlist", type=Path, default=ROOT / ".ci" / "cuda_spill_allowlist.txt")
     parser.add_argument("--report", type=Path, default=None,
                         help="also write the table here (default: BUILD_DIR/ptxas_report.txt)")
@@ -225,13 +256,19 @@ def main() -> int:
         print(f"warning: nvcc {nvcc} and torch's CUDA {torch.version.cuda} differ in major "
               "version; compiling against torch's headers anyway", file=sys.stderr)
 
-    commands = compile_commands(import_build_module(), args.build_dir)
+    _build = import_build_module()
+    commands = compile_commands(_build, args.build_dir)
     if args.sources:
         wanted = {p.resolve() for p in args.sources}
         unknown = wanted - {Path(s).resolve() for s, _, _ in commands}
         if unknown:
             sys.exit(f"not CUDA sources of the extension: {', '.join(map(str, sorted(unknown)))}")
         commands = [c for c in commands if Path(c[0]).resolve() in wanted]
+    user_sources = set()
+    if args.user_kernels:
+        user = user_kernel_commands(_build, args.user_kernels, args.build_dir)
+        user_sources = {s for s, _, _ in user}
+        commands += user
     start = time.monotonic()
     failed, rows, reused = [], [], 0
     log_path = args.build_dir / "compile.log"
@@ -240,7 +277,8 @@ def main() -> int:
                 for s, t, c in commands]
         for done, (source, job) in enumerate(jobs, 1):
             rc, output, seconds, cpu = job.result()
-            name = os.path.relpath(source, ROOT)
+            name = (os.path.relpath(source, Path(source).parent.parent) if source in user_sources
+                    else os.path.relpath(source, ROOT))
             took = (f"{seconds:.0f} s, {cpu:.0f} s CPU" if seconds is not None
                     else "unchanged, not recompiled")
             reused += seconds is None
@@ -254,7 +292,11 @@ def main() -> int:
                 for line in output.splitlines():  # compiler warnings, not ptxas's info lines
                     if "warning" in line and "ptxas info" not in line:
                         print(f"  {line}")
-                rows += parse_ptxas(source, output)
+                for r in parse_ptxas(source, output):
+                    r["user"] = source in user_sources
+                    if r["user"]:
+                        r["source"] = name
+                    rows.append(r)
     print(f"compiled {len(commands) - reused} CUDA sources ({reused} unchanged, reused) in "
           f"{time.monotonic() - start:.0f} s, {args.jobs} jobs; ptxas's output: "
           f"{os.path.relpath(log_path, ROOT)}")
@@ -271,7 +313,11 @@ def main() -> int:
     report = args.report or args.build_dir / "ptxas_report.txt"
     report.write_text(table + "\n")
     print(table)
-    allowed, new, unused = check_spills(rows, allow)
+    allowed, new, unused = check_spills([r for r in rows if not r["user"]], allow)
+    user_spills = [r for r in rows if r["user"] and (r["spill_stores"] or r["spill_loads"])]
+    if user_spills:
+        print(f"note: {len(user_spills)} user-model kernels spill (the model's registers, "
+              "not failed): " + ", ".join(sorted({r["source"] for r in user_spills})))
     kernels = sum(r["kernel"] for r in rows)
     print(f"{kernels} kernels; {len(allowed) + len(new)} spill "
           f"({len(allowed)} allowed by {os.path.relpath(args.allowlist, ROOT)}); "

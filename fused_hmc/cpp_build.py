@@ -216,7 +216,8 @@ def check_source() -> str:
             "template struct UserTarget<fused_hmc_user::Scalar>;\n")
 
 
-def _generated(spec: BuildSpec) -> dict[str, str]:
+def generated_files(spec: BuildSpec) -> dict[str, str]:
+    """The module's generated files, name -> text (CI compiles the CUDA ones: .ci/)."""
     files = {MODEL_HEADER: model_header(spec), MODULE_SOURCE: module_source(spec),
              CHECK_SOURCE: check_source()}
     if spec.device_kind == "cuda":
@@ -337,7 +338,7 @@ _failures: dict[str, CppCompileError] = {}
 def load(spec: BuildSpec):
     """The compiled module for `spec`: from memory, from the disk cache, or built now (one line on
     stderr says so). A failed build is remembered, and raises the same error again."""
-    files = _generated(spec)
+    files = generated_files(spec)
     name = build_name(spec, files)
     with _lock:
         if name in _modules:

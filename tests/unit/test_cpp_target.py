@@ -269,7 +269,7 @@ def test_check_needs_a_reference():
 def test_a_second_construction_loads_from_disk_without_compiling(eight_schools, monkeypatch,
                                                                  capfd):
     spec = eight_schools.build_spec(torch.float64, "cpu")
-    name = cpp_build.build_name(spec, cpp_build._generated(spec))
+    name = cpp_build.build_name(spec, cpp_build.generated_files(spec))
     library = next(fused_hmc._build.build_directory(name).glob(f"{name}*.so"))
     mtime = library.stat().st_mtime_ns
     capfd.readouterr()
@@ -288,7 +288,7 @@ def test_the_build_name_hashes_the_signature_not_the_values():
         args = dict(source=SOURCE, source_name="<source>", dim=DIM, scalar="double",
                     device_kind="cpu", fields=fields, user_gradient=False) | changes
         spec = cpp_build.BuildSpec(**args)
-        return cpp_build.build_name(spec, cpp_build._generated(spec))
+        return cpp_build.build_name(spec, cpp_build.generated_files(spec))
 
     base = name()
     assert name(fields=CppTarget(SOURCE, DIM, data=data([0.0] * 8, [1.0] * 8))._fields) == base
