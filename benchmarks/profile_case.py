@@ -5,7 +5,9 @@ the report into instructions per warp per transition.
 
 Usage: ncu --profile-from-start off ... python benchmarks/profile_case.py [--cases a,b,...]
 Cases: run_2048x64_f32 run_2048x64_f64 run_1Mx64_f32 run_1Mx64_f64 run_2048x1024_f32
-       run_2048x1024_thin8_f32 step_1Mx64_f32 step_1Mx64_f64 (the transition op).
+       run_2048x1024_thin8_f32 step_1Mx64_f32 step_1Mx64_f64 (the transition op),
+       diamonds_4096_f32 diamonds_4096_f64 (the diamonds model over 8 lanes a chain, the
+       hand-written gradient: prebuild diamonds:hand:f32 / f64 first).
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ CASES = {
     "run_2048x1024_thin8_f32": ("run", 2048, 1024, 200, 8, torch.float32),
     "step_1Mx64_f32": ("step", 1 << 20, 64, 1, 1, torch.float32),
     "step_1Mx64_f64": ("step", 1 << 20, 64, 1, 1, torch.float64),
+    "diamonds_4096_f32": ("diamonds", 4096, 26, 5, 1, torch.float32),
+    "diamonds_4096_f64": ("diamonds", 4096, 26, 5, 1, torch.float64),
 }
 
 
@@ -46,7 +50,19 @@ def call_of(kind, chains, dim, transitions, thin, dtype):
     prob = torch.zeros(chains, **f64)
     step = torch.full((1,), EPS, **f64)
     unit_mass = q.new_empty(0)
-    return lambda: ops.run(q, "standard", [mu], [], step, unit_mass, 0.0, L, SEED, 0, 0,
+    target, tensors, scalars = "standard", [mu], []
+    if kind == "diamonds":  # from the posterior's neighbourhood, at a step size it accepts
+        from fused_hmc import models
+
+        model = models.diamonds()
+        cpp = model.target(gradient=True)
+        target, tensors, scalars = (cpp.op_name(dtype, dev), cpp.op_tensors(dtype, dev),
+                                    cpp.op_scalars())
+        q.copy_(model.initial_point(chains, generator=torch.Generator().manual_seed(SEED)) * 0.01)
+        q[:, dim - 2] += 7.8  # Intercept
+        q[:, dim - 1] -= 2.1  # log sigma
+        step.fill_(1e-3)
+    return lambda: ops.run(q, target, tensors, scalars, step, unit_mass, 0.0, L, SEED, 0, 0,
                            transitions, thin=thin, mean=mean, m2=m2, accept_count=count,
                            accept_prob_sum=prob)
 
