@@ -38,7 +38,7 @@ _TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
 def write_target(parent, target) -> None:
     """The target as group ``target`` of `parent`: its kind and parameters (float64), or for a
     CppTarget its source, dim, names, gradient flag and data (tensors as arrays, scalars as an
-    attribute; its torch log_prob, a Python function, is not saved)."""
+    attribute; its lanes; its torch log_prob, a Python function, is not saved)."""
     if target is None:
         return
     from ..cpp_target import CppTarget
@@ -48,8 +48,8 @@ def write_target(parent, target) -> None:
         scalars = {k: v for k, v in target.data.items() if not isinstance(v, torch.Tensor)}
         group = parent.create_group("target", attributes={
             "kind": "CppTarget", "source": target.source, "dim": target.dim,
-            "names": target.names, "gradient": target.has_gradient, "scalars": scalars,
-            "tensor_order": list(tensors)})
+            "names": target.names, "gradient": target.has_gradient, "lanes": target.lanes,
+            "scalars": scalars, "tensor_order": list(tensors)})
         storage.write_tensors(group, {name: (t, tuple(f"{name}_{k}" for k in range(t.dim())))
                                       for name, t in tensors.items()})
         return
@@ -71,7 +71,8 @@ def read_target(parent):
         data = {name: tensors[name] for name in group.attrs["tensor_order"]}
         data.update(group.attrs["scalars"])
         return CppTarget(group.attrs["source"], int(group.attrs["dim"]), data=data or None,
-                         names=group.attrs["names"], gradient=bool(group.attrs["gradient"]))
+                         names=group.attrs["names"], gradient=bool(group.attrs["gradient"]),
+                         lanes=int(group.attrs.get("lanes", 1)))  # files before lanes: 1
     if kind not in _TARGETS:
         raise ValueError(f"unknown target kind {kind!r} in the file")
     return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))

@@ -92,3 +92,23 @@ def test_targets_compare_by_value():
     assert fused_hmc.StandardGaussian(mu) != fused_hmc.StandardGaussian(mu + 1)
     assert fused_hmc.StandardGaussian(mu) != fused_hmc.DiagonalGaussian(mu, torch.ones(3))
     assert len({fused_hmc.StandardGaussian(mu), fused_hmc.StandardGaussian(mu.clone())}) == 1
+
+
+def test_a_cpp_target_round_trips_with_its_lanes(tmp_path):
+    """A CppTarget's source, dim, names, gradient flag, lanes and data (without compiling it)."""
+    import zarr
+
+    from .test_lane_rows import DIM, GRADIENT, SHARE, _data
+
+    target = fused_hmc.CppTarget(SHARE + GRADIENT, DIM, data=_data() | {"scale": 0.5, "n": 3},
+                                 names=[f"x{j}" for j in range(DIM)], gradient=True, lanes=4)
+    group = zarr.open_group(tmp_path / "t.zarr", mode="w")
+    saving.write_target(group, target)
+    back = saving.read_target(zarr.open_group(tmp_path / "t.zarr", mode="r"))
+    assert (back.source, back.dim, back.names, back.has_gradient, back.lanes) == (
+        target.source, DIM, target.names, True, 4)
+    assert back.data.keys() == target.data.keys()
+    for name, value in target.data.items():
+        assert torch.equal(back.data[name], value) if isinstance(value, torch.Tensor) else (
+            back.data[name] == value)
+
