@@ -61,62 +61,61 @@ def nvcc_release(cuda_home: str) -> str:
     return match.group(1) if match else "unknown"
 
 
-def compile_commands(_build, build_dir: Path) -> list[tuple[str, str, str]]:
-    """(source, object, shell command) per CUDA source, from torch's ninja file for the extension;
-    kernels first, larger files first, so two jobs finish close together."""
+def ninja_commands(_build, build_dir: Path, name: str, sources: list[str],
+                   include_paths: list[str], objects: list[str]) -> list[str]:
+    """The shell command compiling each of `objects`, from the ninja file torch's cpp_extension.load
+    writes for `sources` (the extension's flags, plus -Xptxas=-v) in build_dir."""
     import torch
     from torch.utils import cpp_extension
 
-    src = ROOT / "csrc"
-    sources = _build.cuda_sources(src)
     cuda_flags = _build.cuda_compile_flags()
     if _build.PTXAS_VERBOSE_FLAG not in cuda_flags:
         cuda_flags.append(_build.PTXAS_VERBOSE_FLAG)
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
-        cpp_extension._write_ninja_file_to_build_library(  # what cpp_extension.load writes
-            path=str(build_dir / "build.ninja"), name=EXTENSION_NAME, sources=sources,
+        cpp_extension._write_ninja_file_to_build_library(
+            path=str(build_dir / "build.ninja"), name=name, sources=sources,
             extra_cflags=list(_build.HOST_FLAGS), extra_cuda_cflags=cuda_flags,
-            extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=[str(src)],
+            extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=include_paths,
             with_cuda=True, with_sycl=False, is_standalone=False)
     except TypeError as exc:
         sys.exit(f"torch {torch.__version__}'s private ninja writer changed its signature ({exc}); "
                  "use torch==2.14.1 as .ci/compile_cuda.sh installs")
-    commands = []
-    for source in sorted(sources, key=lambda s: (not s.endswith(".cu"), -os.path.getsize(s))):
-        stem = Path(source).stem
-        target = f"{stem}.cuda.o" if source.endswith(".cu") else f"{stem}.o"
-        out = subprocess.run(["ninja", "-C", str(build_dir), "-t", "commands", "-s", target],
-                             check=True, capture_output=True, text=True).stdout.strip()
-        commands.append((source, target, out))
-    return commands
+    return [subprocess.run(["ninja", "-C", str(build_dir), "-t", "commands", "-s", obj],
+                           check=True, capture_output=True, text=True).stdout.strip()
+            for obj in objects]
+
+
+def object_name(source: str) -> str:
+    stem = Path(source).stem
+    return f"{stem}.cuda.o" if source.endswith(".cu") else f"{stem}.o"
+
+
+def compile_commands(_build, build_dir: Path) -> list[tuple[str, str, str]]:
+    """(source, object, shell command) per CUDA source of the extension; kernels first, larger
+    files first, so two jobs finish close together."""
+    sources = sorted(_build.cuda_sources(ROOT / "csrc"),
+                     key=lambda s: (not s.endswith(".cu"), -os.path.getsize(s)))
+    objects = [object_name(s) for s in sources]
+    commands = ninja_commands(_build, build_dir, EXTENSION_NAME, sources, [str(ROOT / "csrc")],
+                              objects)
+    return list(zip(sources, objects, commands))
 
 
 def user_kernel_commands(_build, folders: list[Path], build_dir: Path) -> list[tuple[str, str, str]]:
     """(source, object, command) for each folder's generated fused_hmc_user_kernels.cu (written by
-    .ci/generate_user_kernels.py), with the flags and include paths cpp_build.py compiles it
-    with, each in its own subfolder of build_dir."""
-    from torch.utils import cpp_extension
-
-    cuda_flags = [*_build.cuda_compile_flags(), _build.PTXAS_VERBOSE_FLAG]
+    .ci/generate_user_kernels.py), with the include paths cpp_build.py compiles it with, each in
+    its own subfolder of build_dir."""
     commands = []
     for folder in folders:
         source = folder.resolve() / "fused_hmc_user_kernels.cu"
         if not source.is_file():
             sys.exit(f"--user-kernels {folder}: no fused_hmc_user_kernels.cu there")
-        out = build_dir / f"user_{folder.name}"
-        out.mkdir(parents=True, exist_ok=True)
-        cpp_extension._write_ninja_file_to_build_library(
-            path=str(out / "build.ninja"), name="fused_hmc_user", sources=[str(source)],
-            extra_cflags=list(_build.HOST_FLAGS), extra_cuda_cflags=cuda_flags,
-            extra_sycl_cflags=[], extra_ldflags=[],
-            extra_include_paths=[str(ROOT / "csrc"), str(source.parent)], with_cuda=True,
-            with_sycl=False, is_standalone=False)
-        target = "fused_hmc_user_kernels.cuda.o"
-        command = subprocess.run(["ninja", "-C", str(out), "-t", "commands", "-s", target],
-                                 check=True, capture_output=True, text=True).stdout.strip()
+        out, obj = build_dir / f"user_{folder.name}", object_name(str(source))
+        [command] = ninja_commands(_build, out, "fused_hmc_user", [str(source)],
+                                   [str(ROOT / "csrc"), str(source.parent)], [obj])
         # The command names its output relative to its own build folder.
-        commands.append((str(source), f"{out.name}/{target}", f"cd {out} && {command}"))
+        commands.append((str(source), f"{out.name}/{obj}", f"cd {out} && {command}"))
     return commands
 
 
