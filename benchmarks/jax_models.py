@@ -30,17 +30,20 @@ def eight_schools(data: dict):
 
 
 def diamonds(data: dict):
-    """posteriordb's diamonds (brms): x = (b[K], intercept, log sigma)."""
+    """posteriordb's diamonds (brms): x = (coefficients[K], intercept, log sigma), the
+    coefficients theta (b = B theta, the QR form) or b itself (B the identity), as the model's
+    data says."""
     import jax.numpy as jnp
 
     d = _arrays(data)
-    Xc, Y = d["XcT"].T, d["Y"]  # fused_hmc keeps the predictors by column
-    K, N = Xc.shape[1], Xc.shape[0]
+    design, Y, B = d["XT"].T, d["Y"], d["B"]  # fused_hmc keeps the design by column
+    K, N = design.shape[1], design.shape[0]
 
     def logdensity(x):
-        b, intercept, log_sigma = x[:K], x[K], x[K + 1]
+        coef, intercept, log_sigma = x[:K], x[K], x[K + 1]
+        b = B @ coef
         sigma = jnp.exp(log_sigma)
-        r = Y - intercept - Xc @ b
+        r = Y - intercept - design @ coef
         u, s = (intercept - 8.0) / 10.0, sigma / 10.0
         return (-0.5 * jnp.sum(b * b) - 2.0 * jnp.log1p(u * u / 3.0)
                 - 2.0 * jnp.log1p(s * s / 3.0) + (1.0 - N) * log_sigma

@@ -45,9 +45,10 @@ def _diamonds_design():
     return X[:, 1:] - means, np.array(raw["Y"], float), means
 
 
-def _scipy_diamonds(x):
+def _scipy_diamonds(x, model):
+    """In b; the model's coordinates map to it linearly (b = B x: a constant Jacobian)."""
     Xc, Y, _ = _diamonds_design()
-    b, intercept, log_sigma = x[:24], x[24], x[25]
+    b, intercept, log_sigma = model.data["B"].numpy() @ x[:24], x[24], x[25]
     sigma = math.exp(log_sigma)
     return (stats.norm.logpdf(b).sum() + stats.t.logpdf(intercept, 3, 8, 10)
             + stats.t.logpdf(sigma, 3, 0, 10) + log_sigma
@@ -80,7 +81,7 @@ def _scipy_reference(key, model):
     if key == "eight_schools":
         return _scipy_eight_schools
     if key == "diamonds":
-        return _scipy_diamonds
+        return lambda x: _scipy_diamonds(x, model)
     if key == "logistic_regression":
         return lambda x: _scipy_logistic(x, model)
     if key == "funnel":
@@ -198,21 +199,66 @@ def test_eight_schools_constrain_and_reference_point():
     assert values["theta[3]"][0].item() == pytest.approx(mu + tau * x[2].item(), rel=1e-14)
 
 
-def test_diamonds_centring_names_and_constrain():
-    model = models.diamonds()
+def test_diamonds_direct_form_centring_names_and_constrain():
+    model = models.diamonds(qr=False)
     Xc, Y, means = _diamonds_design()
-    np.testing.assert_allclose(model.data["XcT"].numpy().T, Xc, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(model.data["XT"].numpy().T, Xc, rtol=0, atol=1e-13)
     np.testing.assert_array_equal(model.data["Y"].numpy(), Y)
-    assert model.data["XcT"].shape == (24, 5000) and model.data["XcT"].is_contiguous()
-    assert np.abs(model.data["XcT"].numpy().mean(1)).max() < 1e-13  # centred columns
+    assert model.data["XT"].shape == (24, 5000) and model.data["XT"].is_contiguous()
+    assert np.abs(model.data["XT"].numpy().mean(1)).max() < 1e-13  # centred columns
+    assert torch.equal(model.data["B"], torch.eye(24, dtype=torch.float64))
     ref = load_reference(model.posteriordb)
     assert model.constrained_names == ref.parameters  # b[1..24], Intercept, sigma: no b_Intercept
+    assert model.names[:2] == ("b[1]", "b[2]")
     x = _points(model, n=2)
     values = model.constrain(x)
     assert torch.equal(values["sigma"], torch.exp(x[:, 25]))
     assert torch.equal(values["Intercept"], x[:, 24]) and torch.equal(values["b[7]"], x[:, 6])
     x_ref = torch.tensor(list(ref.mean[:25]) + [math.log(ref.mean[25])], dtype=torch.float64)
     assert torch.isfinite(model.log_prob(x_ref))
+
+
+def test_diamonds_qr_form_is_stans_scaled_qr_of_the_centred_predictors():
+    """Q* R* = Xc with Q*^T Q* = (N - 1) I and R* upper triangular with a positive diagonal
+    (Stan User's Guide's scaling); B = R*^-1; theta = R* b maps back to b exactly; the two forms'
+    log densities differ by a constant (the map is linear)."""
+    model, direct = models.diamonds(), models.diamonds(qr=False)
+    Xc, _, _ = _diamonds_design()
+    Q, B = model.data["XT"].numpy().T, model.data["B"].numpy()
+    R = np.linalg.inv(B)
+    np.testing.assert_allclose(Q @ R, Xc, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(Q.T @ Q, 4999 * np.eye(24), rtol=0, atol=1e-8)
+    assert np.all(np.tril(B, -1) == 0) and np.all(np.diag(R) > 0)
+    assert model.names[:2] == ("theta[1]", "theta[2]")
+    assert model.constrained_names == direct.constrained_names
+    b = _points(direct, n=5)
+    theta = b.clone()
+    theta[:, :24] = b[:, :24] @ torch.from_numpy(R).T
+    values = model.constrain(theta)
+    for k in (1, 7, 24):
+        np.testing.assert_allclose(values[f"b[{k}]"].numpy(), b[:, k - 1].numpy(), rtol=0,
+                                   atol=1e-12)
+    d_qr = model.log_prob(theta) - model.log_prob(theta[:1])
+    d_direct = direct.log_prob(b) - direct.log_prob(b[:1])
+    np.testing.assert_allclose(d_qr.numpy(), d_direct.numpy(), rtol=1e-10)
+
+
+def test_diamonds_qr_posterior_is_well_conditioned():
+    """Why the QR form: at the reference sigma, the Gaussian part of the posterior over the
+    coefficients has precision Xc^T Xc / sigma^2 + I in b and Q*^T Q* / sigma^2 + B^T B in theta.
+    After a diagonal mass (unit diagonal of the covariance) the first keeps a condition number
+    above 1e5, the second below 2."""
+    model = models.diamonds()
+    sigma = load_reference(model.posteriordb).mean[25]
+
+    def diagonally_scaled_condition(precision):
+        sd = np.sqrt(np.diag(np.linalg.inv(precision)))
+        return np.linalg.cond(precision * np.outer(sd, sd))
+
+    Xc, _, _ = _diamonds_design()
+    Q, B = model.data["XT"].numpy().T, model.data["B"].numpy()
+    assert diagonally_scaled_condition(Xc.T @ Xc / sigma ** 2 + np.eye(24)) > 1e5
+    assert diagonally_scaled_condition(Q.T @ Q / sigma ** 2 + B.T @ B) < 2
 
 
 def test_logistic_regression_data_is_deterministic_standardised_and_from_the_known_beta():
