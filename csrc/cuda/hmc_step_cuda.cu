@@ -1,13 +1,15 @@
 // CUDA kernels: one HMC transition of N(mu, I) for every chain in one launch, noise drawn inside.
 //
 // A group of threads owns a chain (group_shape.h). Each thread draws the momentum of its chunks,
-// integrates them (leapfrog from math/gaussian_hmc.h), and the group sums the energy change; lane 0
-// draws the uniform and decides. Three noise sources share the kernel: caller-supplied tensors, the
-// native philox stream, and torch's own stream (the numbers torch.randn_like(q) and torch.rand(B)
-// would draw, noise_streams.h). Seed and offset come from the torch generator's
+// integrates them (leapfrog from math/gaussian_hmc.h), and the group sums the energy change; every
+// lane decides from the sum. The block's Metropolis uniforms are formed by its first threads, one
+// per chain, ahead of the trajectory. Three noise sources share the kernel: caller-supplied
+// tensors, the native philox stream, and torch's own stream (the numbers torch.randn_like(q) and
+// torch.rand(B) would draw, noise_streams.h). Seed and offset come from the torch generator's
 // philox_cuda_state and are unpacked in the kernel, so CUDA graph replays draw fresh numbers.
 // The host side (checks, outputs, generator) is hmc_step_cuda.cpp.
 #include <tuple>  // before PhiloxUtils.cuh, whose unpack() returns std::tuple without including it
+#include <type_traits>
 
 #include <ATen/cuda/PhiloxUtils.cuh>
 
@@ -36,18 +38,18 @@ __device__ __forceinline__ RngKey unpack_key(const TransitionParams<scalar_t>& p
 // The momentum of coordinates j0 .. j0 + 3 of `chain` (entries past dim are left unset).
 template <NoiseSource SOURCE, typename scalar_t>
 __device__ __forceinline__ void draw_momentum(const TransitionParams<scalar_t>& p, RngKey key,
-                                              int64_t chain, int64_t j0, scalar_t (&out)[4]) {
+                                              int64_t chain, int j0, int dim, scalar_t (&out)[4]) {
   if constexpr (SOURCE == NoiseSource::kExternal) {
-    load_chunk(p.momentum + chain * p.dim, j0, p.dim, p.vectorized, out);
+    load_chunk(p.momentum + chain * dim, j0, dim, p.vectorized, out);
   } else if constexpr (SOURCE == NoiseSource::kPhilox) {
     const PhiloxStream stream{key.seed, key.offset / 4, p.blocks_per_transition};
-    stream_chunk_momentum(stream, chain, p.transition, j0, p.dim, out);
+    stream_chunk_momentum(stream, chain, p.transition, j0, dim, out);
   } else {
     const TorchDrawLayout layout{key.seed, key.offset, p.randn_threads,
                                  sizeof(scalar_t) == 4 ? 4u : 2u};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (j0 + e < p.dim) {
+      if (j0 + e < dim) {
         out[e] = torch_randn_element<scalar_t>(
             layout, static_cast<uint64_t>(chain * p.chain_stride + (j0 + e) * p.dim_stride));
       }
@@ -67,74 +69,123 @@ __device__ __forceinline__ float draw_uniform(const TransitionParams<scalar_t>& 
   }
 }
 
-template <typename scalar_t, NoiseSource SOURCE, int GROUP, int CHUNKS>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
-    hmc_transition_kernel(const TransitionParams<scalar_t> p) {
-  const int lane = threadIdx.x % GROUP;
-  const int64_t chain =
-      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + threadIdx.x / GROUP;
-  const bool live = chain < p.batch;  // dead lanes still join the group's shuffles
-  const RngKey key = SOURCE == NoiseSource::kExternal ? RngKey{0, 0} : unpack_key(p);
-  const scalar_t* q_row = p.q + chain * p.dim;
+// What the Metropolis test compares with log_alpha: the log of the chain's clamped uniform, in
+// the uniform's type (float, or double for a given float64 uniform; a float survives the double
+// slot exactly). Drawn uniforms go to uniform_out when traced.
+template <NoiseSource SOURCE>
+using LogUniform = std::conditional_t<SOURCE == NoiseSource::kExternal, double, float>;
 
+template <NoiseSource SOURCE, typename scalar_t>
+__device__ __forceinline__ LogUniform<SOURCE> chain_log_uniform(const TransitionParams<scalar_t>& p,
+                                                                RngKey key, int64_t chain) {
+  if constexpr (SOURCE == NoiseSource::kExternal) {
+    return p.uniform_is_float
+               ? metropolis_log_uniform(static_cast<const float*>(p.uniform)[chain])
+               : metropolis_log_uniform(static_cast<const double*>(p.uniform)[chain]);
+  } else {
+    const float u = draw_uniform<SOURCE>(p, key, chain);
+    if (p.uniform_out != nullptr) p.uniform_out[chain] = u;
+    if constexpr (SOURCE == NoiseSource::kPhilox) {
+      return philox_log_uniform(u);
+    } else {
+      return metropolis_log_uniform(u);
+    }
+  }
+}
+
+template <NoiseSource SOURCE, typename scalar_t>
+__device__ __forceinline__ bool chain_accepts(const TransitionParams<scalar_t>& p,
+                                              LogUniform<SOURCE> log_uniform, scalar_t log_alpha) {
+  if constexpr (SOURCE == NoiseSource::kPhilox) {
+    return philox_accept_by_log(log_uniform, log_alpha);
+  } else if constexpr (SOURCE == NoiseSource::kTorchStream) {
+    return metropolis_accept_by_log(log_uniform, log_alpha);
+  } else {
+    return p.uniform_is_float
+               ? metropolis_accept_by_log(static_cast<float>(log_uniform), log_alpha)
+               : metropolis_accept_by_log(log_uniform, log_alpha);
+  }
+}
+
+// Blocks of 256 threads per SM that the one-chunk shapes must fit: the kernel is instruction-bound
+// at 1M chains and wants the warps. Integrating a chunk's 4 coordinates together holds them all
+// live; these bounds (40 registers a thread in float32, 48 for the torch stream's draws, 64 in
+// float64) keep the occupancy the coordinate-at-a-time loop had, except float64 given noise (5
+// blocks before; 4 now, as 48 registers would spill).
+template <typename scalar_t, NoiseSource SOURCE, int CHUNKS>
+constexpr int kMinBlocksPerSm = CHUNKS != 1             ? 1
+                                : sizeof(scalar_t) == 8 ? 4
+                                : SOURCE == NoiseSource::kTorchStream ? 5
+                                                                      : 6;
+
+template <typename scalar_t, NoiseSource SOURCE, int GROUP, int CHUNKS>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
+                                  kMinBlocksPerSm<scalar_t, SOURCE, CHUNKS>)
+    hmc_transition_kernel(const TransitionParams<scalar_t> p) {
+  constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
+  const int lane = threadIdx.x % GROUP;
+  const int slot = threadIdx.x / GROUP;  // the chain's place in the block
+  const int64_t first_chain = static_cast<int64_t>(blockIdx.x) * kChains;
+  const int64_t chain = first_chain + slot;
+  const bool live = chain < p.batch;  // dead lanes still join the group's shuffles and the barrier
+  const int dim = static_cast<int>(p.dim);  // at most kMaxCudaDim (check_dim_supported)
+  const RngKey key = SOURCE == NoiseSource::kExternal ? RngKey{0, 0} : unpack_key(p);
+
+  // The uniform's Philox block and log cost a warp the same whether one lane or all form them, so
+  // the first threads form one chain's each (one warp for up to 32 chains), not every group.
+  __shared__ LogUniform<SOURCE> log_uniforms[kChains];
+  if (threadIdx.x < kChains && first_chain + threadIdx.x < p.batch) {
+    log_uniforms[threadIdx.x] = chain_log_uniform<SOURCE>(p, key, first_chain + threadIdx.x);
+  }
+
+  const scalar_t* q_row = p.q + chain * dim;
   scalar_t current[CHUNKS][4], proposal[CHUNKS][4];
   scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
-    if (!live || j0 >= p.dim) continue;
-    scalar_t mu[4], momentum[4];
-    load_chunk(q_row, j0, p.dim, p.vectorized, current[c]);
-    load_chunk(p.mu, j0, p.dim, p.vectorized, mu);
-    draw_momentum<SOURCE>(p, key, chain, j0, momentum);
+    const int j0 = 4 * (lane + c * GROUP);
+    if (!live || j0 >= dim) continue;
+    scalar_t mu[4], momentum[4] = {};  // entries past dim stay 0 (float64 draws leave them unset)
+    load_chunk(q_row, j0, dim, p.vectorized, current[c]);
+    load_chunk(p.mu, j0, dim, p.vectorized, mu);
+    draw_momentum<SOURCE>(p, key, chain, j0, dim, momentum);
+    // The chunk's 4 coordinates integrate together (entries past dim too, then left unused).
+    scalar_t x0[4], x[4], mom[4];  // x: the proposal less mu
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x0[e] = current[c][e] - mu[e], mom[e] = momentum[e];
+    if constexpr (SOURCE == NoiseSource::kPhilox) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] = x0[e];
+      leapfrog_fused(x, mom, p.steps, p.num_steps);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) proposal[c][e] = x[e] + mu[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) proposal[c][e] = current[c][e];
+      leapfrog_exact(proposal[c], mom, mu, p.steps, p.num_steps);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] = proposal[c][e] - mu[e];
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (j0 + e >= p.dim) continue;
-      scalar_t q = current[c][e], mom = momentum[e];
-      const scalar_t x0 = current[c][e] - mu[e];
-      if constexpr (SOURCE == NoiseSource::kPhilox) {
-        scalar_t x = x0;
-        leapfrog_fused(x, mom, p.steps, p.num_steps);
-        q = x + mu[e];
-        change[c] += energy_change_twice(x0, momentum[e], x, mom);
-      } else {
-        leapfrog_exact(q, mom, mu[e], p.steps, p.num_steps);
-        change[c] += energy_change_twice(x0, momentum[e], q - mu[e], mom);
-      }
-      proposal[c][e] = q;
+      if (j0 + e < dim) change[c] += energy_change_twice(x0[e], momentum[e], x[e], mom[e]);
     }
-    if (p.momentum_out != nullptr) store_chunk(p.momentum_out + chain * p.dim, j0, p.dim, false, momentum);
+    if (p.momentum_out != nullptr) store_chunk(p.momentum_out + chain * dim, j0, dim, false, momentum);
   }
-  const scalar_t change_sum = group_chunk_sum<GROUP>(change);
+  const scalar_t change_sum = group_chunk_sum<GROUP>(change);  // every lane holds the root
 
-  bool accepted = false;
-  if (lane == 0 && live) {
-    const scalar_t log_alpha = log_accept_ratio(change_sum);
-    if constexpr (SOURCE == NoiseSource::kExternal) {
-      accepted = p.uniform_is_float
-                     ? metropolis_accept(static_cast<const float*>(p.uniform)[chain], log_alpha)
-                     : metropolis_accept(static_cast<const double*>(p.uniform)[chain], log_alpha);
-    } else {
-      const float u = draw_uniform<SOURCE>(p, key, chain);
-      if constexpr (SOURCE == NoiseSource::kPhilox) {
-        accepted = philox_accept(u, log_alpha);
-      } else {
-        accepted = metropolis_accept(u, log_alpha);
-      }
-      if (p.uniform_out != nullptr) p.uniform_out[chain] = u;
-    }
-    p.accepted[chain] = accepted;
-  }
-  accepted = group_broadcast<GROUP>(accepted);
-
+  __syncthreads();  // log_uniforms are written
+  if (!live) return;
+  const bool accepted = chain_accepts<SOURCE>(p, log_uniforms[slot], log_accept_ratio(change_sum));
+  if (lane == 0) p.accepted[chain] = accepted;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = 4 * static_cast<int64_t>(lane + c * GROUP);
-    if (!live || j0 >= p.dim) continue;
+    const int j0 = 4 * (lane + c * GROUP);
+    if (j0 >= dim) continue;
     scalar_t kept[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) kept[e] = accepted ? proposal[c][e] : current[c][e];
-    store_chunk(p.q_new + chain * p.dim, j0, p.dim, p.vectorized, kept);
+    store_chunk(p.q_new + chain * dim, j0, dim, p.vectorized, kept);
   }
 }
 

@@ -115,31 +115,60 @@ inline StepSizes<scalar_t> step_sizes(double step_size) {
   return {static_cast<scalar_t>(step_size), static_cast<scalar_t>(0.5 * step_size)};
 }
 
-// The reference's integrator on one coordinate. p + h * (-(q - mu)) equals p - h * (q - mu) exactly
-// in IEEE arithmetic, so the negations are folded. On return p holds the negated final momentum.
+// The reference's integrator on N coordinates, each rounded exactly as alone. p + h * (-(q - mu))
+// equals p - h * (q - mu) exactly in IEEE arithmetic, so the negations are folded. On return p holds
+// the negated final momentum. The step loop is outermost so that a GPU thread's coordinates are N
+// independent dependency chains under one loop's overhead; the first drift is peeled (the steps run
+// kick, drift, (kick, drift) x (num_steps - 1), kick) so that no loop entry copies the start.
+template <typename scalar_t, int N>
+FHMC_HD void leapfrog_exact(scalar_t (&q)[N], scalar_t (&p)[N], const scalar_t (&mu)[N],
+                            StepSizes<scalar_t> s, int num_steps) {
+  for (int e = 0; e < N; ++e) {
+    p[e] = sub_rn(p[e], mul_rn(s.half_eps, sub_rn(q[e], mu[e])));
+    q[e] = add_rn(q[e], mul_rn(s.eps, p[e]));
+  }
+#pragma unroll 2
+  for (int i = 1; i < num_steps; ++i) {
+    for (int e = 0; e < N; ++e) {
+      p[e] = sub_rn(p[e], mul_rn(s.eps, sub_rn(q[e], mu[e])));
+      q[e] = add_rn(q[e], mul_rn(s.eps, p[e]));
+    }
+  }
+  for (int e = 0; e < N; ++e) p[e] = -sub_rn(p[e], mul_rn(s.half_eps, sub_rn(q[e], mu[e])));
+}
+
 template <typename scalar_t>
 FHMC_HD void leapfrog_exact(scalar_t& q, scalar_t& p, scalar_t mu, StepSizes<scalar_t> s,
                             int num_steps) {
-  p = sub_rn(p, mul_rn(s.half_eps, sub_rn(q, mu)));
-  for (int i = 1; i < num_steps; ++i) {
-    q = add_rn(q, mul_rn(s.eps, p));
-    p = sub_rn(p, mul_rn(s.eps, sub_rn(q, mu)));
-  }
-  q = add_rn(q, mul_rn(s.eps, p));
-  p = sub_rn(p, mul_rn(s.half_eps, sub_rn(q, mu)));
-  p = -p;
+  scalar_t qs[1] = {q}, ps[1] = {p};
+  const scalar_t mus[1] = {mu};
+  leapfrog_exact(qs, ps, mus, s, num_steps);
+  q = qs[0], p = ps[0];
 }
 
 // The same integrator on x = q - mu with fused steps; x and p are updated in place.
+template <typename scalar_t, int N>
+FHMC_HD void leapfrog_fused(scalar_t (&x)[N], scalar_t (&p)[N], StepSizes<scalar_t> s,
+                            int num_steps) {
+  for (int e = 0; e < N; ++e) {
+    p[e] = fma_any(-s.half_eps, x[e], p[e]);
+    x[e] = fma_any(s.eps, p[e], x[e]);
+  }
+#pragma unroll 2
+  for (int i = 1; i < num_steps; ++i) {
+    for (int e = 0; e < N; ++e) {
+      p[e] = fma_any(-s.eps, x[e], p[e]);
+      x[e] = fma_any(s.eps, p[e], x[e]);
+    }
+  }
+  for (int e = 0; e < N; ++e) p[e] = -fma_any(-s.half_eps, x[e], p[e]);
+}
+
 template <typename scalar_t>
 FHMC_HD void leapfrog_fused(scalar_t& x, scalar_t& p, StepSizes<scalar_t> s, int num_steps) {
-  p = fma_any(-s.half_eps, x, p);
-  for (int i = 1; i < num_steps; ++i) {
-    x = fma_any(s.eps, p, x);
-    p = fma_any(-s.eps, x, p);
-  }
-  x = fma_any(s.eps, p, x);
-  p = -fma_any(-s.half_eps, x, p);
+  scalar_t xs[1] = {x}, ps[1] = {p};
+  leapfrog_fused(xs, ps, s, num_steps);
+  x = xs[0], p = ps[0];
 }
 
 // This coordinate's share of 2 * (H(proposed) - H(current)), as (x1 - x0)(x1 + x0) + (p1 - p0)(p1 + p0)
@@ -163,12 +192,23 @@ FHMC_HD scalar_t log_accept_ratio(scalar_t energy_change_twice_sum) {
 FHMC_HD float log_rn(float v) { return logf(v); }
 FHMC_HD double log_rn(double v) { return log(v); }
 
-template <typename uniform_t, typename scalar_t>
-FHMC_HD bool metropolis_accept(uniform_t u, scalar_t log_alpha) {
+// Split in two so that a kernel may take the log apart from the decision (it depends on u alone).
+template <typename uniform_t>
+FHMC_HD uniform_t metropolis_log_uniform(uniform_t u) {
   const uniform_t floor = static_cast<uniform_t>(1e-10);
   const uniform_t clamped = u < floor ? floor : u;
+  return log_rn(clamped);
+}
+
+template <typename uniform_t, typename scalar_t>
+FHMC_HD bool metropolis_accept_by_log(uniform_t log_uniform, scalar_t log_alpha) {
   using wide_t = decltype(uniform_t(0) + scalar_t(0));
-  return static_cast<wide_t>(log_rn(clamped)) < static_cast<wide_t>(log_alpha);
+  return static_cast<wide_t>(log_uniform) < static_cast<wide_t>(log_alpha);
+}
+
+template <typename uniform_t, typename scalar_t>
+FHMC_HD bool metropolis_accept(uniform_t u, scalar_t log_alpha) {
+  return metropolis_accept_by_log(metropolis_log_uniform(u), log_alpha);
 }
 
 }  // namespace fused_hmc
