@@ -7,7 +7,7 @@ within the Bonferroni-corrected Monte Carlo error of posteriordb's reference (fa
 ladder of run lengths, (warm-up, draws) = LADDER, and stops at the first rung whose draws are
 correct; its time to a correct answer is that rung's wall time (warm-up and sampling together,
 timed after an untimed run of the same size that compiles everything). A sampler that is not
-correct at the last rung, or whose rungs pass TIME_CAP seconds, reports "not reached".
+correct at the last rung, or whose rungs pass --time-cap seconds, reports "not reached".
 
 Samplers (each with the chain count it is run at, --chains-* override them):
 - fused_hmc, the model's hand-written gradient, float32, two ways (bench_chees.fused): Stan's
@@ -43,7 +43,7 @@ import bench_chees  # noqa: E402  (after the path)
 
 LADDER = ((250, 250), (500, 500), (1000, 1000), (2000, 2000))
 DRY_LADDER = ((30, 10), (60, 20))  # FUSED_HMC_BENCH_DEVICE=cpu: a dry run of the script
-TIME_CAP = 120.0  # seconds of timed runs per sampler and target
+TIME_CAP = 120.0  # seconds of timed runs per sampler and target (--time-cap)
 CHAINS = {"fused_hmc_per_chain": 4096, "fused_hmc_chees": 4096, "blackjax": 512, "numpyro": 128}
 
 
@@ -72,8 +72,9 @@ def numpyro_nuts(problem: bench_chees.Problem, chains: int, warmup: int, draws: 
     return bench_chees.summarise(problem, x, wall, steps) | {"gradients_counted": "sampling"}
 
 
-def climb(name: str, run_rung, ladder) -> dict:
-    """Runs the ladder's rungs until one is correct or the time cap is passed."""
+def climb(name: str, run_rung, ladder, time_cap: float) -> dict:
+    """Runs the ladder's rungs until one is correct or time_cap seconds of timed runs are
+    passed."""
     rungs, spent = [], 0.0
     for warmup, draws in ladder:
         try:
@@ -86,7 +87,7 @@ def climb(name: str, run_rung, ladder) -> dict:
         print(f"  {name} {warmup}+{draws}: {row['wall_s']:.2f} s, correct={row.get('correct')}, "
               f"worst z {row.get('worst_posteriordb_z', float('nan')):.1f}, "
               f"R-hat {row['max_rhat']:.3f}", flush=True)
-        if row.get("correct") or spent > TIME_CAP:
+        if row.get("correct") or spent > time_cap:
             break
     hit = next((r for r in rungs if r.get("correct")), None)
     return {"time_to_correct_s": hit["wall_s"] if hit else None,
@@ -102,6 +103,8 @@ def main() -> None:
         parser.add_argument(f"--chains-{sampler.replace('_', '-')}", type=int, default=chains)
     parser.add_argument("--direct", action="store_true",
                         help="diamonds in its coefficients b (models.diamonds(qr=False))")
+    parser.add_argument("--time-cap", type=float, default=TIME_CAP,
+                        help="seconds of timed runs after which a sampler climbs no further")
     parser.add_argument("--out", default=None, help="a JSON file for the results")
     args = parser.parse_args()
     ladder = DRY_LADDER if bench_chees.DEVICE == "cpu" else LADDER
@@ -125,7 +128,7 @@ def main() -> None:
                 "numpyro": lambda w, n, c=chains: numpyro_nuts(problem, c, w, n),
             }[sampler]
             print(f"{target}: {sampler}, {chains} chains", flush=True)
-            block[sampler] = {"chains": chains} | climb(sampler, run_rung, ladder)
+            block[sampler] = {"chains": chains} | climb(sampler, run_rung, ladder, args.time_cap)
         results[target + ("_direct" if target == "diamonds" and args.direct else "")] = block
     print(f"\n{'target':16s} {'sampler':19s} {'chains':>6s} {'rung':>11s} {'time s':>8s} "
           f"{'worst z':>8s} {'R-hat':>6s}")
