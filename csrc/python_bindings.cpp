@@ -6,7 +6,8 @@
 // Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host build of math/portable_math.h's exp and log and of
 // math/stream_key.h's philox_key_from_seed.
 // Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
-// (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout).
+// (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout); the
+// CUDA chain kernels' block choice (cuda/group_shape.h, host logic).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <tuple>
 
+#include "cuda/group_shape.h"
 #include "math/chain_params.h"
 #include "math/limits.h"
 #include "math/noise_streams.h"
@@ -109,6 +111,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         {"kBaseWindow", fused_hmc::kBaseWindow},
         {"kTermBuffer", fused_hmc::kTermBuffer},
         {"kMinWarmupForWindows", fused_hmc::kMinWarmupForWindows}};
+  });
+  // (threads, chains) of a CUDA chain kernel's block (cuda/group_shape.h: host logic only).
+  m.def("chain_block", [](int group, int64_t batch, int sm_count) {
+    const fused_hmc::ChainBlock b = fused_hmc::chain_block(group, batch, sm_count);
+    return std::make_pair(b.threads, b.chains);
   });
   m.def("portable_exp", [](double x) { return fused_hmc::portable_exp(x); });
   m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });

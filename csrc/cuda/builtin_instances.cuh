@@ -18,7 +18,7 @@ namespace fused_hmc {
 #define FHMC_TARGET(T)                                                                  \
   template int warmup_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \
                                            const WarmupParams<FHMC_SCALAR>&, void*);    \
-  template int64_t cuda_pooled_tiles<T<FHMC_SCALAR>>(int64_t, int64_t);
+  template int64_t cuda_pooled_tile_chains<T<FHMC_SCALAR>>(const ChainBatch<FHMC_SCALAR>&);
 #else
 #error "define FHMC_SAMPLING or FHMC_WARMUP before including builtin_instances.cuh"
 #endif

@@ -59,6 +59,13 @@ void with_tuned_group_shape(GroupShape shape, Launch&& launch) {
   }
 }
 
+// The chains of the launched block (chain_block's choice, at most GroupGeometry<GROUP>'s).
+template <int GROUP>
+__device__ __forceinline__ int block_chains() {
+  if constexpr (GROUP > kWarp) return 1;  // a larger group is a block alone
+  return static_cast<int>(blockDim.x) / GROUP;
+}
+
 // The chain's sum of chunk partials in the canonical order of math/chunk_sum.h: part[c] is the
 // partial of chunk lane + c * GROUP (zero for chunks past the end). Lane butterflies with rising
 // offsets build the tree over the low chunk-index bits, warps (for groups above a warp) the next

@@ -5,8 +5,9 @@
 //   warmup_per_chain_kernel  one adaptation state per chain (G = B): the transition, then the
 //                         chain's own window moments, dual averaging and inverse-mass updates, all
 //                         in registers for the whole call;
-// and their launchers. Chunking and batch splits change no bit; the operations are the CPU build's
-// (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
+// and their launchers. Chunking, batch splits and the block size (chain_block's, which shrinks for
+// a small batch; __launch_bounds__ names the largest) change no bit; the operations are the CPU
+// build's (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
 #pragma once
 
 #include "../math/adaptation_windows.h"
@@ -32,8 +33,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   using scalar_t = typename Target::Scalar;
   const ChainBatch<scalar_t>& c = p.chains;
   const int slot = threadIdx.x / GROUP;
-  const int64_t chain =
-      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + slot;
+  const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
   scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
@@ -119,8 +119,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   using scalar_t = typename Target::Scalar;
   const ChainBatch<scalar_t>& c = p.chains;
   const int slot = threadIdx.x / GROUP;
-  const int64_t chain =
-      static_cast<int64_t>(blockIdx.x) * GroupGeometry<GROUP>::kChainsPerBlock + slot;
+  const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t row = seat.live ? chain : 0;
   scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
@@ -199,20 +198,19 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
 }
 
-// An ordinary launch of `kernel` over the batch's chains, GROUP threads each.
-template <class Target, int GROUP, typename Kernel, typename Params>
+// An ordinary launch of `kernel` over the batch's chains, in chain_launch_block's blocks.
+template <class Target, typename Kernel, typename Params>
 cudaError_t launch_over_chains(Kernel kernel, const Target& target, const Params& p,
                                cudaStream_t stream) {
-  using Geometry = GroupGeometry<GROUP>;
-  const auto blocks = static_cast<unsigned>((p.chains.batch + Geometry::kChainsPerBlock - 1) /
-                                            Geometry::kChainsPerBlock);
-  const size_t shared = target_shared_bytes<Target>(p.chains.dim, Geometry::kChainsPerBlock);
+  const ChainBlock block = chain_launch_block<Target>(p.chains);
+  const auto blocks = static_cast<unsigned>((p.chains.batch + block.chains - 1) / block.chains);
+  const size_t shared = target_shared_bytes<Target>(p.chains.dim, block.chains);
   if (shared > 48 * 1024) {
     const cudaError_t status = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     if (status != cudaSuccess) return status;
   }
-  kernel<<<blocks, Geometry::kThreads, shared, stream>>>(target, p);
+  kernel<<<blocks, block.threads, shared, stream>>>(target, p);
   return cudaGetLastError();
 }
 
@@ -226,13 +224,13 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     // The run op hands a recording call an inverse mass (ones for the unit mass).
     if (p.recording.rows != nullptr) {
-      status = chain_kernels::launch_over_chains<Target, G>(
+      status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, false, true>, target, p, stream);
     } else if (p.chains.inv_mass == nullptr) {
-      status = chain_kernels::launch_over_chains<Target, G>(
+      status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, true, false>, target, p, stream);
     } else {
-      status = chain_kernels::launch_over_chains<Target, G>(
+      status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, false, false>, target, p, stream);
     }
   });
@@ -246,7 +244,7 @@ cudaError_t launch_warmup_per_chain(const Target& target,
   cudaError_t status = cudaSuccess;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    status = chain_kernels::launch_over_chains<Target, G>(
+    status = chain_kernels::launch_over_chains(
         chain_kernels::warmup_per_chain_kernel<Target, G, C>, target, p, stream);
   });
   return status;

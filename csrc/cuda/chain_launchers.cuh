@@ -26,8 +26,8 @@ int warmup_cuda(const TargetTensors& tensors, const WarmupParams<typename Target
 }
 
 template <class Target>
-int64_t cuda_pooled_tiles(int64_t batch, int64_t dim) {
-  return pooled_warmup_tiles<Target>(batch, dim);
+int64_t cuda_pooled_tile_chains(const ChainBatch<typename Target::Scalar>& c) {
+  return chain_launch_block<Target>(c).chains;
 }
 
 }  // namespace fused_hmc

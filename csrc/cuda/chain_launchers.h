@@ -20,14 +20,15 @@ int sample_cuda(const TargetTensors& tensors, const SamplingParams<typename Targ
 template <class Target>
 int warmup_cuda(const TargetTensors& tensors, const WarmupParams<typename Target::Scalar>& p,
                 void* stream);
+// The pooled warm-up's chains per tile (its scratch's layout).
 template <class Target>
-int64_t cuda_pooled_tiles(int64_t batch, int64_t dim);
+int64_t cuda_pooled_tile_chains(const ChainBatch<typename Target::Scalar>& c);
 
 template <class Target>
 void set_cuda_launchers(ChainLaunchers<typename Target::Scalar>& l) {
   l.sample_cuda = &sample_cuda<Target>;
   l.warmup_cuda = &warmup_cuda<Target>;
-  l.cuda_pooled_tiles = &cuda_pooled_tiles<Target>;
+  l.cuda_pooled_tile_chains = &cuda_pooled_tile_chains<Target>;
 }
 
 }  // namespace fused_hmc

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../math/chain_params.h"
 #include "../math/target.h"
 #include "chain_group.cuh"
 #include "group_shape.h"
@@ -43,10 +44,10 @@ void with_chain_shape(int64_t dim, Launch&& launch) {
   }
 }
 
-template <class Target>
-inline int64_t chains_per_block(int64_t dim) {
-  const GroupShape shape = chain_group_shape<Target>(dim);
-  return shape.group <= kWarp ? kThreadsPerSmallGroupBlock / shape.group : 1;
+// The block of a launch over the batch's chains (group_shape.h's chain_block).
+template <class Target, typename scalar_t>
+inline ChainBlock chain_launch_block(const ChainBatch<scalar_t>& c) {
+  return chain_block(chain_group_shape<Target>(c.dim).group, c.batch, c.sm_count);
 }
 
 // The chains' shared memory: a kRow target's position vector of each chain of a block.

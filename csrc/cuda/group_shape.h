@@ -19,11 +19,38 @@ constexpr int kMaxChunksPerThread = 4;
 // 256 threads per chain a block could not hold them without spilling.
 static_assert(kMaxCudaDim == int64_t{4} * kMaxGroup * kMaxChunksPerThread, "math/limits.h");
 
+// A launch's block: groups of up to a warp share a block of up to kThreadsPerSmallGroupBlock
+// threads, a larger group is a block alone.
+struct ChainBlock {
+  int threads;
+  int chains;
+};
+
+constexpr ChainBlock largest_chain_block(int group) {
+  constexpr int kShared = kThreadsPerSmallGroupBlock;
+  return group <= kWarp ? ChainBlock{kShared, kShared / group} : ChainBlock{group, 1};
+}
+
+// The largest block of GROUP's kernels: their __launch_bounds__ and static shared arrays.
 template <int GROUP>
 struct GroupGeometry {
-  static constexpr int kThreads = GROUP <= kWarp ? kThreadsPerSmallGroupBlock : GROUP;
-  static constexpr int kChainsPerBlock = kThreads / GROUP;
+  static constexpr int kThreads = largest_chain_block(GROUP).threads;
+  static constexpr int kChainsPerBlock = largest_chain_block(GROUP).chains;
 };
+
+// The block for `batch` chains of `group` threads on a device of `sm_count` SMs: the largest,
+// halved (down to one warp) while the batch would leave SMs without a block. 4096 one-thread
+// chains take 128 blocks of 32, not 16 of 256. Chains never depend on their block: its
+// reductions stay within a chain's group, and the pooled warm-up's tiles (a block's chains, a
+// power of two) are subtrees of the canonical pairwise sum over chains at any size.
+inline ChainBlock chain_block(int group, int64_t batch, int sm_count) {
+  ChainBlock block = largest_chain_block(group);
+  while (block.chains > 1 && block.threads > kWarp &&
+         (batch + block.chains - 1) / block.chains < sm_count) {
+    block = {block.threads / 2, block.chains / 2};
+  }
+  return block;
+}
 
 // The group shape for a dimension: one chunk per thread (the most threads, the shortest path per
 // transition) up to 32 chunks, four chunks per thread above. Measured on the H200 at 1,048,576

@@ -1,6 +1,6 @@
 // The CUDA warm-up with one pooled adaptation state (G = 1), over any Target: a cooperative launch whose
-// blocks run tiles of chains (a block's worth each, a power of two) and meet at grid-wide barriers,
-// so no transition waits for the host.
+// blocks run tiles of chains (a block's worth each, a power of two: chain_block's, smaller for a
+// small batch) and meet at grid-wide barriers, so no transition waits for the host.
 //
 // After each transition every tile writes the sum of its chains' acceptance statistics; past one
 // grid barrier every block sums the tiles' sums itself and runs the same dual averaging on the same
@@ -9,7 +9,8 @@
 // block's reads). At the end of a slow window the chains' window moments are pooled in two
 // rounds (grand mean, then the law of total variance) spread over the blocks, with barriers
 // between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
-// tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's.
+// tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's
+// whatever the tile size (padding adds zero subtrees, which change no value).
 //
 // The chains' state lives in global memory between transitions (a block may run several tiles);
 // the shared inverse mass lives in shared memory, the step size and dual averaging in registers.
@@ -74,8 +75,7 @@ struct TileSeat {
   int64_t chain;
   GroupSeat seat;
   __device__ TileSeat(int64_t tile, int64_t batch) {
-    constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
-    chain = tile * kChains + threadIdx.x / GROUP;
+    chain = tile * block_chains<GROUP>() + threadIdx.x / GROUP;
     seat = GroupSeat{static_cast<int>(threadIdx.x % GROUP), chain < batch};
   }
 };
@@ -84,16 +84,19 @@ template <class Target, int GROUP, int CHUNKS>
 class PooledWarmup {
  public:
   using scalar_t = typename Target::Scalar;
-  static constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
+  static constexpr int kMaxChains = GroupGeometry<GROUP>::kChainsPerBlock;
 
   __device__ PooledWarmup(const Target& target, const WarmupParams<scalar_t>& p, double* scratch)
-      : target_(target), p_(p), c_(p.chains), scratch_(scratch),
-        tiles_((p.chains.batch + kChains - 1) / kChains) {
+      : target_(target), p_(p), c_(p.chains), scratch_(scratch), chains_(block_chains<GROUP>()),
+        tiles_((p.chains.batch + chains_ - 1) / chains_) {
     inv_mass_ = tuned_shared_memory<scalar_t>();
     x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
     for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
     __syncthreads();
   }
+
+  // The tiles of chains_ chains (the last one may be partly empty).
+  __device__ int64_t tiles() const { return tiles_; }
 
   // Whole chunks of 4 (a chunk's loads may be issued as one 16-byte read).
   __device__ int64_t aligned_dim() const { return (c_.dim + 3) / 4 * 4; }
@@ -102,7 +105,7 @@ class PooledWarmup {
   // steps); writes the tiles' sums of acceptance statistics, and with ChEES each chain's rows,
   // acceptance statistic and trajectory jitter.
   __device__ void run_tiles(int64_t t, double step_size, double length, double* tile_accept) {
-    __shared__ double chain_accept[kChains];
+    __shared__ double chain_accept[kMaxChains];
     const int64_t i = t - p_.warmup_start;
     const SlowWindow window = slow_window_of(p_.windows, i);
     const bool in_window = p_.adapt_mass_matrix && window.start >= 0;
@@ -138,7 +141,7 @@ class PooledWarmup {
         const double accept = at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
         chain_accept[threadIdx.x / GROUP] = accept;
         if (p_.chees != nullptr) {
-          const int64_t seat = tile * kChains + threadIdx.x / GROUP, seats = tiles_ * kChains;
+          const int64_t seat = tile * chains_ + threadIdx.x / GROUP, seats = tiles_ * chains_;
           p_.chees_chains[seat] = accept;
           p_.chees_chains[seats + seat] =
               at.seat.live ? static_cast<double>(uniforms.trajectory_uniform) : 0.0;
@@ -152,7 +155,7 @@ class PooledWarmup {
       }
       if (in_window && at.seat.live) fold_into_window(at, q, i - window.start + 1);
       __syncthreads();
-      const double sum = block_pairwise_sum(chain_accept, kChains, 1, scratch_);
+      const double sum = block_pairwise_sum(chain_accept, chains_, 1, scratch_);
       if (threadIdx.x == 0) tile_accept[tile] = sum;
     }
   }
@@ -162,7 +165,7 @@ class PooledWarmup {
   // Every block ends with the same state (the same sums of the same numbers).
   __device__ void adapt_trajectory_length(cg::grid_group& grid, ChEESState& s,
                                           double next_step_size) {
-    const int64_t d = c_.dim, rows = c_.batch * d, seats = tiles_ * kChains, width = 2 * d + 2;
+    const int64_t d = c_.dim, rows = c_.batch * d, seats = tiles_ * chains_, width = 2 * d + 2;
     const double* x0 = p_.chees_rows;
     double* x1 = p_.chees_rows + rows;
     const double* velocity = p_.chees_rows + 2 * rows;
@@ -172,8 +175,8 @@ class PooledWarmup {
     // 1. Weights (a non-finite proposal weighs 0 and counts as 0), then per tile the column sums
     //    of x0 and omega x1 and the sum of the weights.
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
-      for (int64_t k = threadIdx.x; k < kChains; k += blockDim.x) {
-        const int64_t chain = tile * kChains + k;
+      for (int64_t k = threadIdx.x; k < chains_; k += blockDim.x) {
+        const int64_t chain = tile * chains_ + k;
         if (chain >= c_.batch) continue;
         bool finite = true;
         for (int64_t j = 0; j < d; ++j) finite = finite && is_finite_value(x1[chain * d + j]);
@@ -190,7 +193,7 @@ class PooledWarmup {
         [&](int64_t chain, int64_t j) { return mul_rn(weight[chain], x1[chain * d + j]); },
         p_.chees_tiles + d, width);
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
-      const double w = block_pairwise_sum(weight + tile * kChains, kChains, 1, scratch_);
+      const double w = block_pairwise_sum(weight + tile * chains_, chains_, 1, scratch_);
       if (threadIdx.x == 0) p_.chees_tiles[tile * width + 2 * d] = w;
     }
     grid.sync();
@@ -207,8 +210,8 @@ class PooledWarmup {
     grid.sync();
     // 3. Every chain's weighted gradient term, and per tile their sum.
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
-      for (int64_t k = threadIdx.x; k < kChains; k += blockDim.x) {
-        const int64_t chain = tile * kChains + k;
+      for (int64_t k = threadIdx.x; k < chains_; k += blockDim.x) {
+        const int64_t chain = tile * chains_ + k;
         double out = 0.0;
         if (chain < c_.batch) {
           ChEESChainSums sums;
@@ -221,7 +224,7 @@ class PooledWarmup {
         term[chain] = out;
       }
       __syncthreads();
-      const double sum = block_pairwise_sum(term + tile * kChains, kChains, 1, scratch_);
+      const double sum = block_pairwise_sum(term + tile * chains_, chains_, 1, scratch_);
       if (threadIdx.x == 0) p_.chees_tiles[tile * width + 2 * d + 1] = sum;
     }
     grid.sync();
@@ -302,38 +305,42 @@ class PooledWarmup {
 
   // out[tile * row_stride + j] = the pairwise sum over the tile's chains of value(chain, j) (zero
   // for chains past the batch), for the block's tiles; value(chain, j) is called once for each.
-  // A column is summed by kWidth lanes of one warp (min(kChains, 32)), each lane the pairwise sum
-  // of kSegment consecutive chains in registers, then a butterfly over the lanes: the subtrees of
+  // A column is summed by `width` lanes of one warp (min(chains_, 32)), each lane the pairwise sum
+  // of SEGMENT consecutive chains in registers, then a butterfly over the lanes: the subtrees of
   // the canonical pairwise order, so the bits of one thread adding the tile's chains in turn, but
   // with every warp of the block at work (a tile of 256 one-thread chains summed by one thread per
-  // column took longer than the transition itself).
-  template <typename Value>
+  // column took longer than the transition itself). SEGMENT, chains_ / 32 or 1, is a template
+  // argument (the block's size is known at run time only) so that the segment stays in registers.
+  template <int SEGMENT = (kMaxChains + kWarp - 1) / kWarp, typename Value>
   __device__ void sum_tile_columns(Value value, double* out, int64_t row_stride) {
-    constexpr int kWidth = kChains < kWarp ? kChains : kWarp;
-    constexpr int kSegment = kChains / kWidth;
-    constexpr int kColumnsPerWarp = kWarp / kWidth;
+    if constexpr (SEGMENT > 1) {
+      if (chains_ < SEGMENT * kWarp) {
+        return sum_tile_columns<SEGMENT / 2>(value, out, row_stride);
+      }
+    }
+    const int width = chains_ < kWarp ? chains_ : kWarp, columns_per_warp = kWarp / width;
     const int lane = static_cast<int>(threadIdx.x % kWarp);
     const int64_t warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-    const int part = lane % kWidth;
+    const int part = lane % width;
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
-      for (int64_t base = warp * kColumnsPerWarp; base < c_.dim;
-           base += warps * kColumnsPerWarp) {  // the same trip count in every lane of the warp
-        const int64_t j = base + lane / kWidth;
-        double v[kSegment];
+      for (int64_t base = warp * columns_per_warp; base < c_.dim;
+           base += warps * columns_per_warp) {  // the same trip count in every lane of the warp
+        const int64_t j = base + lane / width;
+        double v[SEGMENT];
 #pragma unroll
-        for (int k = 0; k < kSegment; ++k) {
-          const int64_t chain = tile * kChains + part * kSegment + k;
+        for (int k = 0; k < SEGMENT; ++k) {
+          const int64_t chain = tile * chains_ + part * SEGMENT + k;
           v[k] = j < c_.dim && chain < c_.batch ? value(chain, j) : 0.0;
         }
 #pragma unroll
-        for (int width = 1; width < kSegment; width *= 2) {
+        for (int w = 1; w < SEGMENT; w *= 2) {
 #pragma unroll
-          for (int k = 0; k + width < kSegment; k += 2 * width) v[k] = v[k] + v[k + width];
+          for (int k = 0; k + w < SEGMENT; k += 2 * w) v[k] = v[k] + v[k + w];
         }
         double sum = v[0];
 #pragma unroll
-        for (int offset = 1; offset < kWidth; offset *= 2) {
-          sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        for (int offset = 1; offset < kWarp; offset *= 2) {
+          if (offset < width) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
         }
         if (part == 0 && j < c_.dim) out[tile * row_stride + j] = sum;
       }
@@ -344,6 +351,7 @@ class PooledWarmup {
   const WarmupParams<scalar_t>& p_;
   const ChainBatch<scalar_t>& c_;
   double* scratch_;
+  int chains_;  // a tile's: the block's (chain_block's choice)
   int64_t tiles_;
   scalar_t* inv_mass_;  // shared memory [dim]
   scalar_t* x_shared_;  // a dense target's position vector of this thread's chain
@@ -358,8 +366,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   double step_size = p.chains.step_size[0];
   DualAveraging averaging = p.dual_averaging[0];
   ChEESState chees = p.chees != nullptr ? *p.chees : ChEESState{};
-  const int64_t tiles = (p.chains.batch + GroupGeometry<GROUP>::kChainsPerBlock - 1) /
-                        GroupGeometry<GROUP>::kChainsPerBlock;
+  const int64_t tiles = warmup.tiles();
 
   for (int64_t t = p.chains.first_transition;
        t < p.chains.first_transition + p.chains.num_transitions; ++t) {
@@ -389,14 +396,6 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
 
 }  // namespace pooled_warmup
 
-// The pooled warm-up's tiles: blocks' worth of chains (a power of two, so each tile's chains form
-// a subtree of the canonical pairwise sum over the chain index); its scratch arrays are sized by it.
-template <class Target>
-inline int64_t pooled_warmup_tiles(int64_t batch, int64_t dim) {
-  const int64_t chains = chains_per_block<Target>(dim);
-  return (batch + chains - 1) / chains;
-}
-
 template <class Target>
 cudaError_t launch_warmup_pooled(const Target& target,
                                  const WarmupParams<typename Target::Scalar>& p,
@@ -405,16 +404,16 @@ cudaError_t launch_warmup_pooled(const Target& target,
   cudaError_t status = cudaSuccess;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    using Geometry = GroupGeometry<G>;
     const auto kernel = pooled_warmup::warmup_pooled_kernel<Target, G, C>;
-    const int64_t tiles = pooled_warmup_tiles<Target>(p.chains.batch, p.chains.dim);
+    // A tile is a block's chains (the host sized the scratch by the same choice).
+    const ChainBlock block = chain_launch_block<Target>(p.chains);
+    const int64_t tiles = (p.chains.batch + block.chains - 1) / block.chains;
     const size_t shared = ((p.chains.dim + 3) / 4 * 4) * sizeof(scalar_t) +
-                          target_shared_bytes<Target>(p.chains.dim, Geometry::kChainsPerBlock);
+                          target_shared_bytes<Target>(p.chains.dim, block.chains);
     int per_sm = 0;
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry::kThreads,
-                                                           shared);
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.threads, shared);
     if (status != cudaSuccess) return;
-    const int64_t resident = static_cast<int64_t>(per_sm) * p.sm_count;
+    const int64_t resident = static_cast<int64_t>(per_sm) * p.chains.sm_count;
     if (resident == 0) {
       status = cudaErrorCooperativeLaunchTooLarge;
       return;
@@ -422,7 +421,7 @@ cudaError_t launch_warmup_pooled(const Target& target,
     const dim3 blocks(static_cast<unsigned>(tiles < resident ? tiles : resident));
     void* args[] = {const_cast<Target*>(&target), const_cast<WarmupParams<scalar_t>*>(&p)};
     status = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks,
-                                         dim3(Geometry::kThreads), args, shared, stream);
+                                         dim3(block.threads), args, shared, stream);
   });
   return status;
 }

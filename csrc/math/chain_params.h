@@ -14,7 +14,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 4;
+constexpr int kChainParamsVersion = 5;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -41,6 +41,7 @@ struct ChainBatch {
   PhiloxStream stream;
   int64_t batch, dim, chain_offset, first_transition, num_transitions;
   bool vectorized;  // rows of q 16-byte aligned
+  int sm_count;     // the CUDA device's multiprocessors (its launches' block size); CPU: 0
 };
 
 // Where a long run's kept draws go: samples[b, k, :] (any strides), or nowhere (null).
@@ -104,7 +105,6 @@ struct WarmupParams {
   double* chees_means;            // [2, d]: m0, m1
   // The pooled CUDA kernel's carried forces (carries_force targets; else null): f [B, d], u [B].
   scalar_t* carried_force;
-  int sm_count;
 };
 
 }  // namespace fused_hmc

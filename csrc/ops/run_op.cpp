@@ -127,18 +127,23 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
   check_batch_launchable(r.q);
   cuda->check_not_capturing("run");
   void* stream = cuda->current_stream();
+  const int sm_count = cuda->sm_count(r.q.get_device());
   if (!r.warmup()) {
-    const SamplingParams<scalar_t> p{chain_batch<scalar_t>(r), run_outputs<scalar_t>(r),
-                                     trajectory_recording(r)};
+    SamplingParams<scalar_t> p{chain_batch<scalar_t>(r), run_outputs<scalar_t>(r),
+                               trajectory_recording(r)};
+    p.chains.sm_count = sm_count;
     cuda->check_launch(require(l.sample_cuda, r, "CUDA")(t, p, stream));
     return;
   }
   WarmupParams<scalar_t> p = warmup_params<scalar_t>(r);
+  p.chains.sm_count = sm_count;
   const auto warmup = require(l.warmup_cuda, r, "CUDA");
   // the pooled kernel's scratch, no sync
   Tensor tile_accept, tile_moments, grand_mean, chees, carried_force;
   if (p.chains.groups == 1) {
-    const int64_t tiles = l.cuda_pooled_tiles(p.chains.batch, p.chains.dim);
+    // Tiles of a block's chains each (a power of two; the last tile may be partly empty).
+    const int64_t tile_chains = l.cuda_pooled_tile_chains(p.chains);
+    const int64_t tiles = (p.chains.batch + tile_chains - 1) / tile_chains;
     const auto f64 = r.q.options().dtype(at::kDouble);
     tile_accept = at::empty({2 * tiles}, f64);
     p.tile_accept = tile_accept.data_ptr<double>();
@@ -150,8 +155,7 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
     }
     if (p.chees != nullptr) {
       const int64_t b = p.chains.batch, d = p.chains.dim;
-      // Chains per tile, a power of two up to 256: 256 chains make 256 / (chains per tile) tiles.
-      const int64_t seats = tiles * (256 / l.cuda_pooled_tiles(256, d));
+      const int64_t seats = tiles * tile_chains;
       chees = at::empty({3 * b * d + 3 * seats + tiles * (2 * d + 2) + 2 * d}, f64);
       p.chees_rows = chees.data_ptr<double>();
       p.chees_chains = p.chees_rows + 3 * b * d;
@@ -162,7 +166,6 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
       carried_force = at::empty({p.chains.batch * (p.chains.dim + 1)}, r.q.options());
       p.carried_force = carried_force.data_ptr<scalar_t>();
     }
-    p.sm_count = cuda->sm_count(r.q.get_device());
   }
   cuda->check_launch(warmup(t, p, stream));
 }

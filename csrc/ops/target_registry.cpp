@@ -23,7 +23,7 @@ void merge(ChainLaunchers<scalar_t>& into, const ChainLaunchers<scalar_t>& from)
   if (from.warmup_cpu) into.warmup_cpu = from.warmup_cpu;
   if (from.sample_cuda) into.sample_cuda = from.sample_cuda;
   if (from.warmup_cuda) into.warmup_cuda = from.warmup_cuda;
-  if (from.cuda_pooled_tiles) into.cuda_pooled_tiles = from.cuda_pooled_tiles;
+  if (from.cuda_pooled_tile_chains) into.cuda_pooled_tile_chains = from.cuda_pooled_tile_chains;
 }
 
 }  // namespace

@@ -19,9 +19,10 @@ struct ChainLaunchers {
   void (*sample_cpu)(const TargetTensors&, const SamplingParams<scalar_t>&);
   void (*warmup_cpu)(const TargetTensors&, const WarmupParams<scalar_t>&);
   int (*sample_cuda)(const TargetTensors&, const SamplingParams<scalar_t>&, void* stream);
-  // Per chain (G = B) or pooled (G = 1, cooperative; scratch sized by cuda_pooled_tiles).
+  // Per chain (G = B) or pooled (G = 1, cooperative; scratch sized by its tiles of
+  // cuda_pooled_tile_chains chains).
   int (*warmup_cuda)(const TargetTensors&, const WarmupParams<scalar_t>&, void* stream);
-  int64_t (*cuda_pooled_tiles)(int64_t batch, int64_t dim);
+  int64_t (*cuda_pooled_tile_chains)(const ChainBatch<scalar_t>&);
 };
 
 struct TargetEntry {
