@@ -46,6 +46,14 @@ def test_eight_schools_matches_posteriordb_on_cuda(gradient):
     assert 0.6 < float(res.mean_accept_prob.mean()) < 0.95
 
 
+def test_diamonds_matches_posteriordb_on_cpu():
+    """Diamonds in its QR form on the CPU at a size CI affords (16 chains x 200 draws after 300
+    warm-up, each chain's 5,000 rows over 8 lanes as on CUDA): Stan's warm-up per chain, L = 8."""
+    res, _ = _check_against_reference(models.diamonds(), "cpu", 16, 300, 200, True,
+                                      num_leapfrog_steps=8, jitter=0.2)
+    assert 0.6 < float(res.mean_accept_prob.mean()) < 0.95
+
+
 @pytest.mark.cuda
 def test_diamonds_matches_posteriordb_on_cuda():
     """Diamonds (26 parameters, 5,000 rows) in the model library's QR form (models/diamonds.py:
