@@ -128,3 +128,23 @@ def cuda_cpu_tolerance(dtype) -> dict:
     (Box-Muller's sincos intrinsics on the device, libm on the host; test_cuda_tuned.py's
     docstring), so states and statistics agree within rtol 1e-9 (float64) / 2e-4 (float32)."""
     return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
+
+
+def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.float64) -> dict:
+    """The run op's in-place tensors besides q for `mode` ("sampling", "per_chain" or "pooled"
+    warm-up): step size 0.15 and a unit inverse mass per group (one group when pooled, one a
+    chain per chain), and zeroed gradient counts, moments or adaptation state."""
+    f64 = dict(dtype=torch.float64, device=device)
+    groups = chains if mode == "per_chain" else 1
+    state = dict(step_size=torch.full((groups,), 0.15, **f64),
+                 inv_mass=torch.ones(groups, dim, dtype=mass_dtype, device=device),
+                 gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
+    if mode == "sampling":
+        state.update(mean=torch.zeros(chains, dim, **f64), m2=torch.zeros(chains, dim, **f64),
+                     accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
+                     accept_prob_sum=torch.zeros(chains, **f64))
+    else:
+        state.update(dual_averaging=torch.zeros(groups, 3, **f64),
+                     window_mean=torch.zeros(chains, dim, **f64),
+                     window_m2=torch.zeros(chains, dim, **f64))
+    return state

@@ -18,7 +18,7 @@ from fused_hmc import CppTarget, _build, ops
 
 from . import test_cpp_target as one_thread
 from . import test_lane_rows as lanes
-from ._helpers import cuda_cpu_tolerance
+from ._helpers import cuda_cpu_tolerance, run_op_state
 
 TRANSITIONS, STEPS, SEED = 6, 5, 33
 LARGEST = 256  # threads of the largest block
@@ -78,27 +78,17 @@ def _run(target: CppTarget, q0: torch.Tensor, mode: str, device: str) -> dict:
     """TRANSITIONS transitions of the chains q0 in one call: sampling, per_chain or pooled (ChEES,
     with a slow window's end) warm-up. Returns every tensor the op wrote."""
     chains, dim = q0.shape
-    f64 = dict(dtype=torch.float64, device=device)
-    groups = chains if mode == "per_chain" else 1
     q = q0.to(device, copy=True)
-    state = dict(step_size=torch.full((groups,), 0.15, **f64),
-                 inv_mass=torch.ones(groups, dim, **f64),
-                 gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
+    state = run_op_state(chains, dim, mode, device)
     options = dict(trajectory_length=0.6)  # jittered: the chains take different step counts
-    if mode == "sampling":
-        state.update(mean=torch.zeros(chains, dim, **f64), m2=torch.zeros(chains, dim, **f64),
-                     accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
-                     accept_prob_sum=torch.zeros(chains, **f64))
-    else:
-        state.update(dual_averaging=torch.zeros(groups, 3, **f64),
-                     window_mean=torch.zeros(chains, dim, **f64),
-                     window_m2=torch.zeros(chains, dim, **f64))
+    if mode != "sampling":
         # the first slow window is [1, 3]: its end pools the chains' window moments
         options.update(warmup_start=0, num_warmup=20, windows=[1, 3, 2],
                        target_accept=0.651, adapt_step_size=True, adapt_mass_matrix=True)
     if mode == "pooled":
         options = dict(options, trajectory_length=0.0,
-                       chees=torch.tensor([0.15 * STEPS, 0, 0, 0, 1, 1, 0, 0], **f64))
+                       chees=torch.tensor([0.15 * STEPS, 0, 0, 0, 1, 1, 0, 0],
+                                          dtype=torch.float64, device=device))
     step_size, inv_mass = state.pop("step_size"), state.pop("inv_mass")
     ops.run(q, target.op_name(q.dtype, q.device), target.op_tensors(q.dtype, q.device),
             target.op_scalars(), step_size, inv_mass, 0.1, 3 * STEPS, SEED, 0, 0, TRANSITIONS,

@@ -15,6 +15,7 @@ import torch
 
 from fused_hmc import CppTarget, ops
 
+from ._helpers import run_op_state
 from .test_cpp_target import DIM, NAMES, SOURCE, data, log_prob, points
 
 CHAINS, TRANSITIONS, STEPS, SEED = 37, 6, 5, 21
@@ -27,22 +28,11 @@ def eight_schools() -> CppTarget:
 
 def _state(mode: str, device: str, dtype: torch.dtype) -> dict:
     """The op's in-place tensors for `mode`: sampling, per_chain or pooled (ChEES) warm-up."""
-    f64 = dict(dtype=torch.float64, device=device)
-    groups = CHAINS if mode == "per_chain" else 1
     state = dict(q=points(CHAINS, 3).to(device, dtype),
-                 step_size=torch.full((groups,), 0.15, **f64),
-                 inv_mass=torch.ones(groups, DIM, dtype=dtype, device=device),
-                 gradient_evaluations=torch.zeros(CHAINS, dtype=torch.int64, device=device))
-    if mode == "sampling":
-        state.update(mean=torch.zeros(CHAINS, DIM, **f64), m2=torch.zeros(CHAINS, DIM, **f64),
-                     accept_count=torch.zeros(CHAINS, dtype=torch.int64, device=device),
-                     accept_prob_sum=torch.zeros(CHAINS, **f64))
-    else:
-        state.update(dual_averaging=torch.zeros(groups, 3, **f64),
-                     window_mean=torch.zeros(CHAINS, DIM, **f64),
-                     window_m2=torch.zeros(CHAINS, DIM, **f64))
+                 **run_op_state(CHAINS, DIM, mode, device, mass_dtype=dtype))
     if mode == "pooled":
-        state["chees"] = torch.tensor([0.15 * STEPS, 0, 0, 0, 1, 1, 0, 0], **f64)
+        state["chees"] = torch.tensor([0.15 * STEPS, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64,
+                                      device=device)
     return state
 
 
