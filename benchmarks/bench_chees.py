@@ -87,7 +87,8 @@ class Problem:
     """A target for both samplers: fused_hmc's target, a JAX log density, the starts, the
     reported parameters and their reference means and sds."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, **model_options):
+        """model_options go to the library model's constructor (diamonds' qr=False)."""
         from fused_hmc import CppTarget, models
 
         self.name = name
@@ -101,7 +102,7 @@ class Problem:
         else:
             from fused_hmc.validation.posteriordb import load_reference
 
-            self.model = getattr(models, name)()
+            self.model = getattr(models, name)(**model_options)
             self.target = self.model.target(gradient=True)
             ref = load_reference(self.model.posteriordb)
             self.ref_mean, self.ref_sd = np.asarray(ref.mean), np.asarray(ref.sd)

@@ -110,12 +110,8 @@ def main() -> None:
     ladder = DRY_LADDER if bench_chees.DEVICE == "cpu" else LADDER
     results = {}
     for target in args.targets:
-        problem = bench_chees.Problem(target)
-        if target == "diamonds" and args.direct:
-            from fused_hmc import models
-
-            problem.model = models.diamonds(qr=False)
-            problem.target = problem.model.target(gradient=True)
+        direct = target == "diamonds" and args.direct
+        problem = bench_chees.Problem(target, **({"qr": False} if direct else {}))
         block = {}
         for sampler in args.samplers:
             chains = getattr(args, f"chains_{sampler}")
@@ -129,7 +125,7 @@ def main() -> None:
             }[sampler]
             print(f"{target}: {sampler}, {chains} chains", flush=True)
             block[sampler] = {"chains": chains} | climb(sampler, run_rung, ladder, args.time_cap)
-        results[target + ("_direct" if target == "diamonds" and args.direct else "")] = block
+        results[target + ("_direct" if direct else "")] = block
     print(f"\n{'target':16s} {'sampler':19s} {'chains':>6s} {'rung':>11s} {'time s':>8s} "
           f"{'worst z':>8s} {'R-hat':>6s}")
     for target, block in results.items():

@@ -132,8 +132,8 @@ def cuda_cpu_tolerance(dtype) -> dict:
 
 def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.float64) -> dict:
     """The run op's in-place tensors besides q for `mode` ("sampling", "per_chain" or "pooled"
-    warm-up): step size 0.15 and a unit inverse mass per group (one group when pooled, one a
-    chain per chain), and zeroed gradient counts, moments or adaptation state."""
+    warm-up): step size 0.15 and a unit inverse mass per adaptation group (one group, except one
+    for each chain per chain), and zeroed gradient counts, moments or adaptation state."""
     f64 = dict(dtype=torch.float64, device=device)
     groups = chains if mode == "per_chain" else 1
     state = dict(step_size=torch.full((groups,), 0.15, **f64),
