@@ -282,21 +282,20 @@ class Warmup {
     reset_window(b);
   }
 
-  // The shared inverse mass from every chain's window, and fresh windows.
+  // The shared inverse mass from every chain's window (mass_matrix.h's pooled variance), and fresh
+  // windows.
   void update_pooled_inverse_mass(int64_t t) const {
     const double n = window_draws(t);
-    const double chains = static_cast<double>(c_.batch);
     for (int64_t j = 0; j < c_.dim; ++j) {
-      PairwiseChunkSum<double> mean_sum;
-      for (int64_t b = 0; b < c_.batch; ++b) mean_sum.add(p_.window_mean[b * c_.dim + j]);
-      const double grand = mean_sum.total() / chains;
-      PairwiseChunkSum<double> m2_sum;
+      PairwiseChunkSum<double> log_sum, counted;
       for (int64_t b = 0; b < c_.batch; ++b) {
-        m2_sum.add(pooled_m2_term(p_.window_m2[b * c_.dim + j], p_.window_mean[b * c_.dim + j],
-                                  grand, n));
+        const WindowLogVariance v = window_log_variance(p_.window_m2[b * c_.dim + j], n);
+        log_sum.add(v.log_variance);
+        counted.add(v.counted);
       }
-      const double draws = n * chains;
-      c_.inv_mass[j] = adapted_inverse_mass(m2_sum.total() / (draws - 1.0), draws, c_.inv_mass[j]);
+      const double draws = n * static_cast<double>(c_.batch);
+      c_.inv_mass[j] = adapted_inverse_mass(pooled_window_variance(log_sum.total(), counted.total()),
+                                            draws, c_.inv_mass[j]);
     }
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
   }

@@ -6,9 +6,9 @@
 // grid barrier every block sums the tiles' sums itself and runs the same dual averaging on the same
 // numbers, so every block holds the same step size without another barrier (the tile sums are
 // double-buffered by transition parity, so the next transition's writes cannot overtake a slow
-// block's reads). At the end of a slow window the chains' window moments are pooled in two
-// rounds (grand mean, then the law of total variance) spread over the blocks, with barriers
-// between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
+// block's reads). At the end of a slow window the chains' window variances are pooled in two
+// rounds (the sum of their logs, then their count: mass_matrix.h) spread over the blocks, with
+// barriers between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
 // tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's
 // whatever the tile size (padding adds zero subtrees, which change no value).
 //
@@ -238,32 +238,33 @@ class PooledWarmup {
     return block_pairwise_sum(tile_accept, tiles_, 1, scratch_) / static_cast<double>(c_.batch);
   }
 
-  // The pooled inverse mass from every chain's window of `draws` draws, and fresh windows.
+  // The pooled inverse mass from every chain's window of `draws` draws (mass_matrix.h's geometric
+  // mean of the chains' window variances), and fresh windows: the chains' log variances summed,
+  // then their counts, each per tile and then over the tiles.
   __device__ void update_inverse_mass(cg::grid_group& grid, double draws) {
-    sum_tile_columns([&](int64_t chain, int64_t j) { return p_.window_mean[chain * c_.dim + j]; },
-                     p_.tile_moments, c_.dim);
+    sum_tile_columns([&](int64_t chain, int64_t j) {
+      return window_log_variance(p_.window_m2[chain * c_.dim + j], draws).log_variance;
+    }, p_.tile_moments, c_.dim);
     grid.sync();
-    const double chains = static_cast<double>(c_.batch);
     for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
       const double total = block_pairwise_sum(p_.tile_moments + j, tiles_, c_.dim, scratch_);
-      if (threadIdx.x == 0) p_.grand_mean[j] = total / chains;
+      if (threadIdx.x == 0) p_.log_variance_sum[j] = total;
     }
     grid.sync();
     sum_tile_columns([&](int64_t chain, int64_t j) {
-      double& mean = p_.window_mean[chain * c_.dim + j];
-      double& m2 = p_.window_m2[chain * c_.dim + j];
-      const double term = pooled_m2_term(m2, mean, p_.grand_mean[j], draws);
-      mean = 0.0;
-      m2 = 0.0;
-      return term;
+      const double counted = window_log_variance(p_.window_m2[chain * c_.dim + j], draws).counted;
+      p_.window_mean[chain * c_.dim + j] = 0.0;
+      p_.window_m2[chain * c_.dim + j] = 0.0;
+      return counted;
     }, p_.tile_moments, c_.dim);
     grid.sync();
-    const double pooled_draws = draws * chains;
+    const double pooled_draws = draws * static_cast<double>(c_.batch);
     for (int64_t j = blockIdx.x; j < c_.dim; j += gridDim.x) {
-      const double m2 = block_pairwise_sum(p_.tile_moments + j, tiles_, c_.dim, scratch_);
+      const double counted = block_pairwise_sum(p_.tile_moments + j, tiles_, c_.dim, scratch_);
       if (threadIdx.x == 0) {
         c_.inv_mass[j] =
-            adapted_inverse_mass(m2 / (pooled_draws - 1.0), pooled_draws, inv_mass_[j]);
+            adapted_inverse_mass(pooled_window_variance(p_.log_variance_sum[j], counted),
+                                 pooled_draws, inv_mass_[j]);
       }
     }
     grid.sync();

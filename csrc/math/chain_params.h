@@ -95,7 +95,7 @@ struct WarmupParams {
   double* window_m2;              // [B, d]
   double* tile_accept;            // [2, tiles]: each tile's sum of acceptance statistics
   double* tile_moments;           // [tiles, d]: each tile's per-coordinate window sums
-  double* grand_mean;             // [d]
+  double* log_variance_sum;       // [d]: the chains' summed log window variances
   // ChEES (null: the trajectory is not adapted) and its pooled CUDA kernel's scratch.
   ChEESState* chees;
   double* chees_rows;             // [3, B, d]: x0, x1, velocity of every chain

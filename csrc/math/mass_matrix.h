@@ -8,7 +8,8 @@
 //
 // Estimation follows Stan's diag_e adaptation (Stan Reference Manual, "HMC algorithm parameters:
 // automatic parameter tuning"): the variance of the draws of a slow window, shrunk towards 1e-3 as
-// (n / (n + 5)) var + 1e-3 (5 / (n + 5)).
+// (n / (n + 5)) var + 1e-3 (5 / (n + 5)). One adaptation state for many chains (pooled) takes the
+// geometric mean of the chains' window variances instead (pooled_window_variance, below).
 #pragma once
 
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "gaussian_hmc.h"
 #include "host_device.h"
+#include "portable_math.h"
 
 namespace fused_hmc {
 
@@ -61,13 +63,32 @@ FHMC_HD scalar_t adapted_inverse_mass(double var, double n, scalar_t previous) {
   return (out > scalar_t(0) && out < scalar_t(INFINITY)) ? out : previous;
 }
 
-// Pooling B chains' window moments (each over the same n draws) into one variance per coordinate,
-// by the law of total variance: grand = (sum_b mean_b) / B, then
-// M2 = sum_b [m2_b + n (mean_b - grand)^2] and var = M2 / (n B - 1). Both sums run over the chain
-// index in chunk_sum.h's pairwise order (one value per "chunk"). This is one chain's term of M2.
-FHMC_HD double pooled_m2_term(double m2, double mean, double grand, double n) {
-  const double dev = sub_rn(mean, grand);
-  return fma_any(mul_rn(n, dev), dev, m2);
+// The pooled variance of one coordinate from B chains' windows of n draws each: the geometric
+// mean of the chains' own window variances, exp(mean_b log v_b), over the chains whose v_b is a
+// finite positive number. The variance of all chains' draws together (the law of total variance)
+// would add the spread between the chains' means, and in warm-up from dispersed starts a few chains
+// still far from the posterior make that spread dominate: a fraction f of chains whose variance is
+// r times the rest moves the pooled variance by about f r, and the shared step size collapses for
+// every chain (diamonds from Stan's starts: benchmarks/results/time_to_answer). In logs they move it
+// by the factor r^f (1.0034 for one chain of 4096 at r = 1e6). Each chain's v_b is what Stan's
+// per-chain warm-up would use; the geometric mean sits below the arithmetic one by about a factor
+// exp(-1/ESS_b) of a window's effective size, immaterial for a mass matrix. Both sums run over the
+// chain index in chunk_sum.h's pairwise order.
+struct WindowLogVariance {
+  double log_variance;  // log v_b, or 0
+  double counted;       // 1, or 0 for a chain that did not move in the coordinate (v_b = 0: every
+                        // proposal rejected) or overflowed: it has no scale to give
+};
+FHMC_HD WindowLogVariance window_log_variance(double m2, double draws) {
+  const double v = div_rn(m2, sub_rn(draws, 1.0));
+  if (v > 0.0 && v < INFINITY) return {portable_log(v), 1.0};
+  return {0.0, 0.0};
+}
+
+// The pooled variance from the chains' sums of log v_b and of their counts; NaN when no chain
+// counted, which adapted_inverse_mass answers by keeping the previous inverse mass.
+FHMC_HD double pooled_window_variance(double log_variance_sum, double counted) {
+  return counted > 0.0 ? portable_exp(div_rn(log_variance_sum, counted)) : NAN;
 }
 
 }  // namespace fused_hmc

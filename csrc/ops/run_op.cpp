@@ -139,7 +139,7 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
   p.chains.sm_count = sm_count;
   const auto warmup = require(l.warmup_cuda, r, "CUDA");
   // the pooled kernel's scratch, no sync
-  Tensor tile_accept, tile_moments, grand_mean, chees, carried_force;
+  Tensor tile_accept, tile_moments, log_variance_sum, chees, carried_force;
   if (p.chains.groups == 1) {
     // Tiles of a block's chains each (a power of two; the last tile may be partly empty).
     const int64_t tile_chains = l.cuda_pooled_tile_chains(p.chains);
@@ -149,9 +149,9 @@ void launch_cuda(const RunRequest& r, const ChainLaunchers<scalar_t>& l, const T
     p.tile_accept = tile_accept.data_ptr<double>();
     if (r.adapt_mass_matrix) {
       tile_moments = at::empty({tiles * p.chains.dim}, f64);
-      grand_mean = at::empty({p.chains.dim}, f64);
+      log_variance_sum = at::empty({p.chains.dim}, f64);
       p.tile_moments = tile_moments.data_ptr<double>();
-      p.grand_mean = grand_mean.data_ptr<double>();
+      p.log_variance_sum = log_variance_sum.data_ptr<double>();
     }
     if (p.chees != nullptr) {
       const int64_t b = p.chains.batch, d = p.chains.dim;

@@ -10,9 +10,9 @@ statistics must meet outside it. Each warm-up transition is then three steps on 
    moments (the run op's sampling mode: the same transition, the same Welford update as its
    warm-up); with ChEES it also records each chain's start, proposal, end velocity and jitter;
 2. the acceptance statistics are summed over the rank's chains and then over the ranks in rank
-   order (one all-gather); at the end of a slow window each rank also merges its chains' window
-   moments (Chan et al., as for the global summary) and the ranks' merged moments are merged in
-   rank order (a second all-gather);
+   order (one all-gather); at the end of a slow window each rank also sums its chains' log window
+   variances and their count (the pooled variance of csrc/math/mass_matrix.h) and the ranks'
+   sums are summed in rank order (a second all-gather);
 3. the ``pooled_update`` op applies the run op's pooled update (csrc/math/warmup_update.h) to the
    step size, dual averaging, ChEES state and inverse mass, identically on every rank.
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 
 from .. import _build, ops
-from .distributed import ChainGroup, merge_moments
+from .distributed import ChainGroup
 
 # Warm-up transitions between the points where every rank reads the ranks' failure flags (a host
 # round trip): a rank's error ends every rank at the next one, wherever the ranks' chunks end.
@@ -100,7 +100,7 @@ class RankPooledWarmup:
                              max_leapfrog_steps=k.max_leapfrog_steps)
             variance, draws = None, 0.0
             if in_window and i == end:
-                variance, draws = self._window_variance(mean, m2, i - start + 1)
+                variance, draws = self._window_variance(m2, i - start + 1)
                 mean.zero_()
                 m2.zero_()
             if self._failure is None:
@@ -122,18 +122,18 @@ class RankPooledWarmup:
         raise RuntimeError("another rank of the process group failed during the pooled "
                            "warm-up (its own error says why); this rank stops too")
 
-    def _window_variance(self, mean: torch.Tensor, m2: torch.Tensor,
-                         draws: int) -> tuple[torch.Tensor, float]:
-        """The variance of every rank's chains' window of `draws` draws: this rank's chains merged
-        (the law of total variance), then the ranks' merges, in rank order."""
+    def _window_variance(self, m2: torch.Tensor, draws: int) -> tuple[torch.Tensor, float]:
+        """The pooled variance of every rank's chains' windows of `draws` draws: the geometric
+        mean of the chains' own window variances (csrc/math/mass_matrix.h says why), from the
+        ranks' sums of log variances and counts, summed in rank order."""
         g = self.group
-        chains = mean.shape[0]
-        _, rank_mean, rank_m2 = merge_moments(torch.full((chains,), draws), mean, m2)
-        # A rank without chains has NaN moments, which its zero count then weighs out.
-        parts = g.gather_on_device(torch.stack([rank_mean, rank_m2]).nan_to_num())
-        counts = torch.tensor(g.chain_counts) * draws
-        total, _, pooled_m2 = merge_moments(counts, parts[:, 0], parts[:, 1])
-        return pooled_m2 / (total - 1), float(total)
+        variance = m2 / (draws - 1)
+        counted = (variance > 0) & torch.isfinite(variance)
+        logs = torch.where(counted, variance, 1.0).log()
+        parts = g.gather_on_device(torch.stack([logs.sum(0), counted.sum(0, dtype=m2.dtype)]))
+        log_sum, count = parts.sum(0)
+        # No chain of any rank moved in a coordinate: NaN, and pooled_update keeps its inverse mass.
+        return (log_sum / count).exp(), float(draws * g.chains)
 
 
 class ChEESRecord:

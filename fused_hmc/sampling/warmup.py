@@ -31,11 +31,14 @@ windows. When the acceptance must match ``target_accept``, use ``pooled=True``, 
 correspondingly longer warm-up). Per chain stays the default, as in Stan, NumPyro and BlackJAX: the
 chains' different step sizes also spread their trajectory lengths, which on Gaussian targets
 raised the smallest ESS (of the squares) 3x over pooled adaptation in benchmarks/bench_warmup.py
-(d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws). Per chain is also the robust
-choice when the chains start far from the posterior: the pooled inverse mass is the variance of
-all chains' window draws together, so chains that have not yet arrived inflate it for all, the
-step size shrinks and the late chains stay late (on diamonds from Stan's starts, pooled and ChEES
-warm-ups fail where per chain succeeds: benchmarks/results/time_to_answer/README.md).
+(d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws). The pooled inverse mass is the
+geometric mean over chains of each chain's own window variance (csrc/math/mass_matrix.h), not the
+variance of all chains' draws together: chains that have not yet arrived from far starts would
+inflate the latter for all, and the shared step size would collapse (on diamonds from Stan's
+starts it fell to 1e-3 and 3 of 4 CPU runs failed; with the geometric mean the step size stays
+near 0.3: benchmarks/results/time_to_answer/README.md). ChEES still tunes its one trajectory
+length to the chains that have arrived, so per chain with a fixed number of steps remains the
+choice for starts with chains that arrive late.
 
 Static HMC on a Gaussian has resonances: with a fixed trajectory length eps * L the acceptance is
 not monotone in eps (trajectories that return close to their start are accepted and mix badly),

@@ -116,10 +116,11 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             draws.append(q.double().clone())
         if settings.adapt_mass_matrix and window is not None and i == window[1] - 1:
             block = torch.stack(draws, dim=1)  # [chains, n, d]
-            if settings.pooled:
-                block = block.reshape(1, -1, dim)
             n = block.shape[1]
             var = block.var(dim=1)
+            if settings.pooled:  # the geometric mean of the chains' own window variances
+                var = var.log().mean(0, keepdim=True)
+                var, n = var.exp(), n * chains
             expected = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
             torch.testing.assert_close(s["inv"], expected.to(q.dtype), rtol=1e-11, atol=0)
             assert torch.equal(s["wm"], torch.zeros_like(s["wm"]))  # a fresh window follows
@@ -236,3 +237,34 @@ def test_warmup_op_checks_its_arguments():
         call(da=torch.zeros(1, 3, dtype=torch.float64))
     with pytest.raises(TypeError, match="window_mean must be Double"):
         call(wm=torch.zeros(2, 3))
+
+
+def test_pooled_inverse_mass_is_robust_to_late_chains(device):
+    """The pooled inverse mass is the geometric mean of the chains' own window variances
+    (csrc/math/mass_matrix.h). One chain of 256 still far away (its window mean 1e4 sd off, its
+    variance 1e6 times the others') moves it by a factor 1e6^(1/256) = 1.055 at most; the variance
+    of all the chains' draws together would be about 4e5 times too large. The window's last
+    transition (iteration 99 of the window [75, 100)) runs on window moments of 24 draws set here,
+    and the result is checked against the formula applied to the moments after that draw."""
+    chains, dim, n = 256, 3, 25
+    target = _diagonal(dim)
+    sigma2 = (target.scale ** 2).double()
+    q = (target.mean + target.scale * _q0(chains, dim)).to(device)
+    s = _ops_state(q, 1, 0.3, sigma2)
+    s["wm"] = q.double().clone()
+    s["wm2"] = ((n - 2) * sigma2).expand(chains, dim).clone().to(device)
+    s["wm"][0] += 1e4 * target.scale.to(device)
+    s["wm2"][0] *= 1e6
+    mean, m2 = s["wm"].clone(), s["wm2"].clone()
+    settings = WarmupSettings(200, adapt_step_size=False, pooled=True)
+    _warmup_op(q, target, s, 0.2, 4, 9, 99, 1, 200, (75, 25, 50), settings)
+
+    delta = q.double() - mean  # the window's 25th draw, folded in as the op's Welford update does
+    m2 = m2 + delta * (q.double() - (mean + delta / n))
+    geometric = (m2 / (n - 1)).log().mean(0).exp()
+    draws = n * chains
+    expected = (draws / (draws + 5.0)) * geometric + 1e-3 * (5.0 / (draws + 5.0))
+    torch.testing.assert_close(s["inv"][0].cpu(), expected.cpu(), rtol=1e-11, atol=0)
+    ratio = s["inv"][0].cpu() / sigma2
+    assert bool(((ratio > 0.9) & (ratio < 1.2)).all()), ratio
+    assert torch.equal(s["wm2"], torch.zeros_like(s["wm2"]))  # a fresh window follows
