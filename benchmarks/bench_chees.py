@@ -244,7 +244,10 @@ def blackjax(problem: Problem, chains: int, warmup: int, draws: int) -> dict:
                 params["integration_steps_params"][0])
 
     run = jax.jit(go)
+    start = time.perf_counter()
     jax.block_until_ready(run(jax.random.key(1)))  # compiles
+    print(f"{problem.name}: BlackJAX compiled and ran once in {time.perf_counter() - start:.1f} s",
+          flush=True)
     start = time.perf_counter()
     out = jax.block_until_ready(run(jax.random.key(2)))
     wall = time.perf_counter() - start
@@ -268,6 +271,8 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                         help="fused_hmc's chains (BlackJAX runs float32)")
     parser.add_argument("--no-jax", action="store_true", help="fused_hmc only")
+    parser.add_argument("--no-fused", action="store_true",
+                        help="BlackJAX only (its runs can take minutes: a device call of its own)")
     parser.add_argument("--out", default=None, help="a JSON file for the results")
     args = parser.parse_args()
     sizes = DRY_SIZES if DEVICE == "cpu" else SIZES
@@ -278,8 +283,10 @@ def main() -> None:
         chains, warmup, draws = (args.chains or chains, args.warmup or warmup,
                                  args.draws or draws)
         problem = Problem(name)
-        rows = {f"fused_hmc ChEES {args.dtype}": fused(problem, chains, warmup, draws, dtype)}
-        print(name, rows, flush=True)
+        rows = {}
+        if not args.no_fused:
+            rows[f"fused_hmc ChEES {args.dtype}"] = fused(problem, chains, warmup, draws, dtype)
+            print(name, rows, flush=True)
         if not args.no_jax:
             key = "blackjax 1.7.1 chees_adaptation(diagonal) + dynamic_hmc float32"
             try:
@@ -288,6 +295,7 @@ def main() -> None:
                 rows[key] = {"error": repr(exc)}
             print(name, key, rows[key], flush=True)
         results[name] = {"chains": chains, "warmup": warmup, "draws": draws, "rows": rows}
+        save(args.out, results)  # after every target: a call cut short keeps what it measured
     print(f"\n{'target':14s} {'sampler':22s} {'wall s':>8s} {'gradients':>10s} {'min ESS':>9s} "
           f"{'ESS/grad':>9s} {'ESS/s':>9s} {'eps':>7s} {'T':>7s} {'worst':>6s}")
     for name, block in results.items():
@@ -300,10 +308,13 @@ def main() -> None:
                   f"{r['ess_per_gradient']:9.2e} {r['ess_per_second']:9.3g} "
                   f"{r['step_size']:7.3g} {r['trajectory_length']:7.3g} "
                   f"{r['worst_mean_error_sd']:6.3f}")
-    if args.out:
+
+
+def save(path: str | None, results: dict) -> None:
+    if path:
         from timing import environment
 
-        with open(args.out, "w") as f:
+        with open(path, "w") as f:
             json.dump({"environment": environment("python benchmarks/bench_chees.py"),
                        "device": DEVICE, "results": results}, f, indent=1)
 
