@@ -83,7 +83,8 @@ class Sampler:
         adapt_step_size, adapt_mass_matrix: what warm-up adapts.
         pooled: one step size and one inverse mass for all chains, adapted from all chains'
             statistics (pooled inside the kernel, no host sync per transition), instead of one per
-            chain. Needs a scalar step_size and an inverse_mass of shape [dim] (or None). Per-chain
+            chain. The inverse mass is the geometric mean of the chains' own window variances,
+            so a few chains far from the rest cannot inflate it. Needs a scalar step_size and an inverse_mass of shape [dim] (or None). Per-chain
             dual averaging ends above target_accept after a short final run (see
             :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True. Default None:
             True with adapt_trajectory_length (which needs it), else False.

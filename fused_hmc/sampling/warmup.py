@@ -31,7 +31,8 @@ windows. When the acceptance must match ``target_accept``, use ``pooled=True``, 
 correspondingly longer warm-up). Per chain stays the default, as in Stan, NumPyro and BlackJAX: the
 chains' different step sizes also spread their trajectory lengths, which on Gaussian targets
 raised the smallest ESS (of the squares) 3x over pooled adaptation in benchmarks/bench_warmup.py
-(d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws). The pooled inverse mass is the
+(d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws, measured before the pooled mass
+became the geometric mean below; not remeasured since). The pooled inverse mass is the
 geometric mean over chains of each chain's own window variance (csrc/math/mass_matrix.h), not the
 variance of all chains' draws together: chains that have not yet arrived from far starts would
 inflate the latter for all, and the shared step size would collapse (on diamonds from Stan's
