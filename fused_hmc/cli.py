@@ -420,9 +420,10 @@ def _sample_ranks(args: argparse.Namespace, ranks) -> int:
         start = time.perf_counter()
         res = sampler.run(args.samples)
         ranks.report(res, time.perf_counter() - start)
-        return 130 if res.interrupted else 0
+        code = 130 if res.interrupted else 0
     finally:
         ranks.close()
+    ranks.exit(code)
 
 
 def _sample(args: argparse.Namespace) -> int:
