@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import fused_hmc
+from fused_hmc.sampling.distributed import end_rank_process
 
 
 def _seconds(q0, warmup, repeats, **kw) -> float:
@@ -83,6 +84,7 @@ def main() -> None:
             print(f"| {what} | {inside * 1e6:.0f} us | {across * 1e6:.0f} us | "
                   f"{(across - inside) * 1e6:+.0f} us |")
     dist.destroy_process_group()
+    end_rank_process(0)  # not through the interpreter's finalization, where gloo ranks can abort
 
 
 if __name__ == "__main__":

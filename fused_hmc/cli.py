@@ -423,7 +423,9 @@ def _sample_ranks(args: argparse.Namespace, ranks) -> int:
         code = 130 if res.interrupted else 0
     finally:
         ranks.close()
-    ranks.exit(code)
+    from .sampling.distributed import end_rank_process
+
+    end_rank_process(code)
 
 
 def _sample(args: argparse.Namespace) -> int:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
-from typing import NoReturn
 
 import torch
 
@@ -67,18 +65,6 @@ class Ranks:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-
-    @staticmethod
-    def exit(code: int) -> NoReturn:
-        """Ends a rank that finished its work, without the interpreter's finalization: there a
-        gloo rank aborts now and then ("terminate called without an active exception", SIGABRT,
-        no Python frame left), after destroy_process_group and its whole output; torch's C++
-        statics are destroyed while a thread of theirs still runs (pytorch/pytorch issue 190489
-        and the abandoned PR 179291). Seen in about 1 of 5 CPU runs of two ranks on a loaded
-        machine; _exit skips those destructors. The streams are flushed first."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
 
 
 def from_environment(args) -> Ranks | None:

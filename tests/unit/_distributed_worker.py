@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 import fused_hmc
+from fused_hmc.sampling.distributed import end_rank_process
 
 CHAINS, DIM, SEED = 7, 3, 1234  # 7 global chains: uneven shards on 2 and 3 ranks
 RUN = dict(step_size=0.3, num_leapfrog_steps=4, num_warmup=30, jitter=0.1, progress=False)
@@ -94,3 +95,4 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     saved["fails_in_pooled_warmup"] = _outcome(lambda: failing.run(5))
     torch.save(saved, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
+    end_rank_process(0)  # not through the interpreter's finalization, where gloo ranks can abort
