@@ -294,8 +294,8 @@ class Warmup {
         counted.add(v.counted);
       }
       const double draws = n * static_cast<double>(c_.batch);
-      c_.inv_mass[j] = adapted_inverse_mass(pooled_window_variance(log_sum.total(), counted.total()),
-                                            draws, c_.inv_mass[j]);
+      const double variance = pooled_window_variance(log_sum.total(), counted.total());
+      c_.inv_mass[j] = adapted_inverse_mass(variance, draws, c_.inv_mass[j]);
     }
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
   }

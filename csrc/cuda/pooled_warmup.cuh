@@ -8,8 +8,8 @@
 // double-buffered by transition parity, so the next transition's writes cannot overtake a slow
 // block's reads). At the end of a slow window the chains' window variances are pooled in two
 // rounds (the sum of their logs, then their count: mass_matrix.h) spread over the blocks, with
-// barriers between. Every sum over chains follows chunk_sum.h's pairwise order over the chain index: a
-// tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's
+// barriers between. Every sum over chains follows chunk_sum.h's pairwise order over the chain
+// index: a tile's chains form one subtree, the tiles the levels above, so the sums are the CPU build's
 // whatever the tile size (padding adds zero subtrees, which change no value).
 //
 // The chains' state lives in global memory between transitions (a block may run several tiles);

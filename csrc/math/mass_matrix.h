@@ -69,8 +69,8 @@ FHMC_HD scalar_t adapted_inverse_mass(double var, double n, scalar_t previous) {
 // would add the spread between the chains' means, and in warm-up from dispersed starts a few chains
 // still far from the posterior make that spread dominate: a fraction f of chains whose variance is
 // r times the rest moves the pooled variance by about f r, and the shared step size collapses for
-// every chain (diamonds from Stan's starts: benchmarks/results/time_to_answer). In logs they move it
-// by the factor r^f (1.0034 for one chain of 4096 at r = 1e6). Each chain's v_b is what Stan's
+// every chain (diamonds from Stan's starts: benchmarks/results/time_to_answer). In logs they move
+// it by the factor r^f (1.0034 for one chain of 4096 at r = 1e6). Each chain's v_b is what Stan's
 // per-chain warm-up would use; the geometric mean sits below the arithmetic one by about a factor
 // exp(-1/ESS_b) of a window's effective size, immaterial for a mass matrix. Both sums run over the
 // chain index in chunk_sum.h's pairwise order.

@@ -140,7 +140,6 @@ def spreads_errors(method):
     return wrapped
 
 
-
 def end_rank_process(code: int) -> NoReturn:
     """Ends a rank's process once its work is done and its process group destroyed, skipping the
     interpreter's finalization. A gloo rank aborts there now and then ("terminate called without

@@ -84,8 +84,8 @@ class Sampler:
         pooled: one step size and one inverse mass for all chains, adapted from all chains'
             statistics (pooled inside the kernel, no host sync per transition), instead of one per
             chain. The inverse mass is the geometric mean of the chains' own window variances,
-            so a few chains far from the rest cannot inflate it. Needs a scalar step_size and an inverse_mass of shape [dim] (or None). Per-chain
-            dual averaging ends above target_accept after a short final run (see
+            so a few chains far from the rest cannot inflate it. Needs a scalar step_size and an
+            inverse_mass of shape [dim] (or None). Per-chain dual averaging ends above target_accept after a short final run (see
             :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True. Default None:
             True with adapt_trajectory_length (which needs it), else False.
         adapt_trajectory_length: warm-up also adapts one trajectory length T for all chains by
