@@ -415,7 +415,7 @@ def _sample_ranks(args: argparse.Namespace, ranks) -> int:
             generator = torch.Generator(device=ranks.device).manual_seed(args.seed)
             q0 = _start(target, everyone, dtype, ranks.device, generator)
         sampler = Sampler(q0[ranks.rows(args.chains)], keep_samples=args.keep_samples,
-                          progress=not args.no_progress and ranks.rank == 0,
+                          progress=not args.no_progress and ranks.rank == 0, out=ranks.store(),
                           process_group=ranks.group, **_sampler_settings(args, target))
         start = time.perf_counter()
         res = sampler.run(args.samples)
@@ -433,10 +433,11 @@ def _sample(args: argparse.Namespace) -> int:
     from .sampling import Sampler
 
     device = _device(args.device)
+    cli_distributed.refuse_unsupported(args)
+    _check_paths(args)
     ranks = cli_distributed.from_environment(args)  # torchrun (WORLD_SIZE > 1): the process group
     if ranks is not None:
         return _sample_ranks(args, ranks)
-    _check_paths(args)
     if args.resume is not None:
         sampler, q0, settings = _resumed_sampler(args), None, None
         target = sampler.target
@@ -649,8 +650,9 @@ def _add_sample_parser(sub) -> None:
     flag("--out", metavar="PATH", default=None,
          help="stream the kept draws to a new zarr store at PATH as they come, instead of "
               "keeping them in memory (a run may keep more than memory holds); at the end the "
-              "store holds the whole result: fused_hmc.load(PATH), or xarray / ArviZ "
-              "(default: draws in memory)")
+              "store holds the whole result: fused_hmc.load(PATH), or xarray / ArviZ; under "
+              "torchrun PATH is a directory of each rank's store, PATH/rank<r>, and "
+              "PATH/summary.json, every chain's statistics (default: draws in memory)")
     flag("--checkpoint", metavar="PATH", default=None,
          help="write the sampler's state to the file PATH every --checkpoint-every seconds, at "
               "the end and on Ctrl-C; --resume PATH continues from it exactly (default: none)")

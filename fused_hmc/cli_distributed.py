@@ -6,40 +6,69 @@ nccl on cuda, rank r on GPU LOCAL_RANK). The start is the one of a single proces
 chain, each rank taking its rows, so the chains are those of ``fused-hmc sample --chains
 <N x chains>`` bit for bit (see :mod:`fused_hmc.sampling.distributed`); rank 0 prints the report
 of every rank's chains (``SampleResult.summary()`` of the global summary), the others nothing.
+With --out PATH, PATH becomes a directory of every rank's store and the global summary
+(:mod:`fused_hmc.sampling.rank_stores`).
 """
 from __future__ import annotations
 
 import datetime
 import os
+from pathlib import Path
 
 import torch
 
 from .cli import CliError
 
-# Flags whose files (or warm-up) a distributed run does not support yet.
-_UNSUPPORTED = (("out", "--out"), ("checkpoint", "--checkpoint"), ("resume", "--resume"),
-                ("plot", "--plot"), ("superchains", "--superchains"))
+# Flags a distributed run does not support yet.
+_UNSUPPORTED = (("checkpoint", "--checkpoint"), ("resume", "--resume"), ("plot", "--plot"),
+                ("superchains", "--superchains"))
+
+
+def world_size() -> int:
+    """The processes torchrun launched (1 when this one runs alone)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def refuse_unsupported(args) -> None:
+    """Under torchrun, the flags a distributed run cannot honour yet, named before any rank
+    joins the process group (so nothing waits for the other ranks)."""
+    if world_size() > 1:
+        for dest, flag in _UNSUPPORTED:
+            if getattr(args, dest, None) is not None:
+                raise CliError(flag, "is not supported under torchrun (WORLD_SIZE > 1) yet")
 
 
 class Ranks:
     """This process's place in a torchrun launch, and the process group it joined."""
 
     def __init__(self, args, world: int):
-        for dest, flag in _UNSUPPORTED:
-            if getattr(args, dest, None) is not None:
-                raise CliError(flag, "is not supported under torchrun (WORLD_SIZE > 1) yet")
         import torch.distributed as dist
 
         self.world, self.rank = world, int(os.environ.get("RANK", "0"))
+        self.chains_per_rank = args.chains
         cuda = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda"
         if cuda:
-            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+            if local >= gpus:  # NCCL cannot put two ranks on one GPU
+                raise CliError("--device", f"cuda: local rank {local} needs GPU {local}, but "
+                                           f"this machine has {gpus}; run at most {gpus} "
+                                           "processes per node (torchrun --nproc_per_node)")
+            self.device = torch.device("cuda", local)
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
         dist.init_process_group("nccl" if cuda else "gloo",
                                 timeout=datetime.timedelta(seconds=600))
         self.group = dist.group.WORLD
+        self.out = None if args.out is None else Path(args.out).absolute()
+        if self.out is not None:  # after every rank checked that it was new (joining waits)
+            self.out.mkdir(exist_ok=True)
+
+    def store(self) -> Path | None:
+        """This rank's store under --out, or None."""
+        from .sampling.rank_stores import rank_store
+
+        return None if self.out is None else rank_store(self.out, self.rank)
 
     def rows(self, chains_per_rank: int) -> slice:
         return slice(self.rank * chains_per_rank, (self.rank + 1) * chains_per_rank)
@@ -60,6 +89,14 @@ class Ranks:
         per_s = total / elapsed if elapsed > 0 else float("inf")
         print(f"time              {elapsed:.3f} s on rank 0 ({per_s:,.0f} transitions/s, "
               f"{per_s * res.global_summary.chains:,.3g} chain-transitions/s over every rank)")
+        if self.out is not None:
+            from .sampling import rank_stores
+
+            rank_stores.write_summary(self.out, res.global_summary,
+                                      [self.chains_per_rank] * self.world)
+            print(f"result            in {self.out}: rank0 .. rank{self.world - 1}, each rank's "
+                  f"chains (fused_hmc.load reads each; zarr stores xarray and ArviZ open), and "
+                  f"{rank_stores.SUMMARY} (every chain's moments and acceptance)")
 
     def close(self) -> None:
         import torch.distributed as dist
@@ -69,6 +106,6 @@ class Ranks:
 
 def from_environment(args) -> Ranks | None:
     """The torchrun launch this process is part of, or None when it runs alone."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = world_size()
     return Ranks(args, world) if world > 1 else None
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import targets as targets_module
-from . import storage
+from . import rank_stores, storage
 from .resources import check_memory
 from .result import SampleResult
 from .warmup import WarmupSettings
@@ -173,6 +173,11 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     path = Path(path).absolute()
     if not path.is_dir():
         raise FileNotFoundError(f"no saved result at {path}")
+    if rank_stores.is_rank_directory(path):
+        raise ValueError(f"{path} holds a run over several processes: one store per rank, "
+                         f"fused_hmc.load({str(path / 'rank0')!r}) and the others, and its "
+                         f"{rank_stores.SUMMARY} (fused_hmc.sampling.rank_stores says how to "
+                         "open them as one dataset)")
     root = storage.open_root(storage.directory_store(path, "r"), "r")
     if "fused_hmc" not in root:
         raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
