@@ -19,6 +19,8 @@
 Every run is a fresh process, launched as a user would, and times itself (the CLI's "time"
 line: the sampler's run, start and compilation excluded). Logs go to --work. With --device cpu
 the same steps run on gloo ranks of this machine's cores (a check of the script, not of speed).
+--baseline runs only the one-GPU runs (and bench_pooled_ranks.py over one NCCL rank): the
+figures the G-GPU runs are set against, on a machine with one GPU.
 
 Merged-moment tolerance: both sides sum the same float64 terms in a different order (per rank
 first, then across ranks; against all chains at once). Pairwise summation of n terms errs by
@@ -51,7 +53,10 @@ PER_CHAIN = ("final_state", "accept_count", "mean", "var", "mean_accept_prob", "
 
 
 def run_cli(args, ranks: int, chains: int, flags: list[str], log: Path) -> dict:
-    """One `fused_hmc sample` (under torchrun when ranks > 1); its figures from the report."""
+    """One `fused_hmc sample` (under torchrun when ranks > 1); its figures from the report.
+    None for a run over ranks under --baseline."""
+    if ranks > 1 and args.baseline:
+        return None
     common = ["--device", args.device, "--chains", str(chains), "--dim", str(args.dim),
               "--seed", str(args.seed), "--no-progress", *flags]
     command = ([shutil.which("torchrun") or "torchrun", "--standalone", "--nproc_per_node",
@@ -116,9 +121,11 @@ def identical(args, work: Path) -> dict:
                            work / "identical_one.log"),
             "ranks": run_cli(args, args.gpus, chains, flags + ["--out", str(ranks_dir)],
                              work / "identical_ranks.log")}
-    checks = compare_stores(one, ranks_dir, args.sample, args.seed)
+    checks = (None if runs["ranks"] is None
+              else compare_stores(one, ranks_dir, args.sample, args.seed))
+    runs["one"]["store_bytes"] = sum(f.stat().st_size for f in one.rglob("*") if f.is_file())
     for path in (one, ranks_dir):
-        shutil.rmtree(path)  # gigabytes at full size
+        shutil.rmtree(path, ignore_errors=True)  # gigabytes at full size
     return {"runs": runs, "checks": checks}
 
 
@@ -128,9 +135,9 @@ def scaling(args, work: Path) -> dict:
     one = run_cli(args, 1, n, flags, work / "scaling_one.log")
     ranks = run_cli(args, args.gpus, n, flags, work / "scaling_ranks.log")
     whole = run_cli(args, 1, args.gpus * n, flags, work / "scaling_one_all_chains.log")
-    return {"one_gpu": one, "gpus": ranks, "one_gpu_all_chains": whole,
-            "speedup_same_chains_per_gpu": one["seconds"] / ranks["seconds"] * args.gpus,
-            "speedup_same_problem": whole["seconds"] / ranks["seconds"], "target": 0.95 * args.gpus}
+    return {"one_gpu": one, "gpus": ranks, "one_gpu_all_chains": whole, "target": 0.95 * args.gpus,
+            "speedup_same_chains_per_gpu": ranks and one["seconds"] / ranks["seconds"] * args.gpus,
+            "speedup_same_problem": ranks and whole["seconds"] / ranks["seconds"]}
 
 
 def pooled_warmup(args, work: Path) -> dict:
@@ -146,41 +153,61 @@ def pooled_warmup(args, work: Path) -> dict:
         total = args.warmup + args.warmup_samples
         rows[name] = {"target_accept": target, "one_gpu": one, "gpus": ranks,
                       "seconds_per_transition_one_gpu": one["seconds"] / total,
-                      "seconds_per_transition_gpus": ranks["seconds"] / total}
+                      "seconds_per_transition_gpus": ranks and ranks["seconds"] / total}
     return rows
 
 
 def nccl_cost(args, work: Path) -> str:
     script = Path(__file__).with_name("bench_pooled_ranks.py")
-    command = [shutil.which("torchrun") or "torchrun", "--standalone", "--nproc_per_node",
-               str(args.gpus), str(script), "--device", args.device, "--chains",
-               str(min(args.chains_per_gpu, args.pooled_ranks_chains)), "--repeats", "3"]
+    launcher = ([sys.executable] if args.baseline else
+                [shutil.which("torchrun") or "torchrun", "--standalone", "--nproc_per_node",
+                 str(args.gpus)])
+    command = launcher + [str(script), "--device", args.device, "--chains",
+                          str(min(args.chains_per_gpu, args.pooled_ranks_chains)), "--repeats",
+                          "3"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     (work / "bench_pooled_ranks.log").write_text(" ".join(command) + "\n\n" + done.stdout
                                                  + "\n--- stderr\n" + done.stderr)
     return done.stdout if done.returncode == 0 else f"failed ({done.returncode})"
 
 
-def table(result: dict) -> str:
-    s, lines = result["scaling"], []
-    lines.append(f"| step | figure | value |\n|---|---|---:|")
-    c = result["identical"]["checks"]
-    lines.append(f"| 1 identical | chain ids compared bit for bit ({c['draws_per_chain']} draws "
-                 f"each), every chain's state and moments | {c['chain_ids_compared']} of "
-                 f"{c['chains']}: equal |")
-    lines.append(f"| 1 identical | merged mean / var error (sd / relative) | "
-                 f"{c['merged_mean_error_in_sd']:.1e} / {c['merged_var_relative_error']:.1e} |")
+def _us(seconds) -> str:
+    return "not run" if seconds is None else f"{seconds * 1e6:,.0f} us"
+
+
+def table(result: dict, gpus: int) -> str:
+    """The figures as a markdown table: one GPU, G GPUs, and what they make together."""
+    lines = [f"| step | figure | 1 GPU | {gpus} GPUs | together |", "|---|---|---:|---:|---:|"]
+    runs, checks = result["identical"]["runs"], result["identical"]["checks"]
+    ranks = runs["ranks"]
+    lines.append(f"| 1 | sampling with draws to disk ({runs['one']['store_bytes'] / 2**30:.2f} "
+                 f"GiB), same chains in all | {runs['one']['seconds']:.2f} s | "
+                 f"{'not run' if ranks is None else format(ranks['seconds'], '.2f') + ' s'} | |")
+    if checks is not None:
+        lines.append(f"| 1 | chain ids whose {checks['draws_per_chain']} draws are bit for bit "
+                     f"equal; every chain's state, moments, adaptation | | | "
+                     f"{checks['chain_ids_compared']:,} of {checks['chains']:,}, all |")
+        lines.append(f"| 1 | merged mean error (sd) / variance error (relative), tolerance "
+                     f"{checks['tolerance']:g} | | | {checks['merged_mean_error_in_sd']:.1e} / "
+                     f"{checks['merged_var_relative_error']:.1e} |")
     for name, row in result["pooled_warmup"].items():
-        lines.append(f"| 2 {name} | mean acceptance probability, 1 GPU / G GPUs (target "
-                     f"{row['target_accept']}) | {row['one_gpu']['mean_accept_prob']:.3f} / "
-                     f"{row['gpus']['mean_accept_prob']:.3f} |")
-        lines.append(f"| 2 {name} | seconds per transition, 1 GPU / G GPUs | "
-                     f"{row['seconds_per_transition_one_gpu'] * 1e6:.0f} us / "
-                     f"{row['seconds_per_transition_gpus'] * 1e6:.0f} us |")
-    lines.append(f"| 3 scaling | same chains per GPU: G x N on G GPUs vs N on 1 (target >= "
-                 f"{s['target']:.2f}) | {s['speedup_same_chains_per_gpu']:.2f}x |")
-    lines.append(f"| 3 scaling | same problem: G x N on G GPUs vs on 1 | "
-                 f"{s['speedup_same_problem']:.2f}x |")
+        gpus_row = row["gpus"]
+        lines.append(f"| 2 | {name}: mean acceptance probability after warm-up (target "
+                     f"{row['target_accept']}) | {row['one_gpu']['mean_accept_prob']:.3f} | "
+                     f"{'not run' if gpus_row is None else format(gpus_row['mean_accept_prob'], '.3f')} | |")
+        one_s, gpus_s = row["seconds_per_transition_one_gpu"], row["seconds_per_transition_gpus"]
+        lines.append(f"| 2 | {name}: per transition, {result['settings']['chains_per_gpu']} "
+                     f"chains per GPU, mostly warm-up | {_us(one_s)} | {_us(gpus_s)} | "
+                     + ("" if gpus_s is None else f"{one_s / gpus_s:.2f}x") + " |")
+    s = result["scaling"]
+    transitions = int(result["settings"]["transitions"])
+    for label, one, key in (("same chains per GPU", s["one_gpu"], "speedup_same_chains_per_gpu"),
+                            ("same chains in all", s["one_gpu_all_chains"],
+                             "speedup_same_problem")):
+        lines.append(f"| 3 | {label}: per transition (target together >= {s['target']:.2f}x "
+                     f"on the first) | {_us(one['seconds'] / transitions)} "
+                     f"| {_us(s['gpus'] and s['gpus']['seconds'] / transitions)} | "
+                     + ("" if s[key] is None else f"{s[key]:.2f}x") + " |")
     return "\n".join(lines)
 
 
@@ -201,10 +228,11 @@ def main() -> None:
     flag("--timeout", type=int, default=300, help="seconds per launched run")
     flag("--work", type=Path, default=Path("multi_gpu_work"), help="logs and stores")
     flag("--out", type=Path, default=None, help="the figures as JSON")
+    flag("--baseline", action="store_true", help="only the one-GPU runs (see above)")
     args = parser.parse_args()
     if args.transitions % args.draws:
         parser.error(f"--draws {args.draws} must divide --transitions {args.transitions}")
-    if args.device == "cuda" and torch.cuda.device_count() < args.gpus:
+    if args.device == "cuda" and not args.baseline and torch.cuda.device_count() < args.gpus:
         parser.error(f"--gpus {args.gpus}: this machine has {torch.cuda.device_count()} GPU(s)")
     args.work.mkdir(parents=True, exist_ok=True)
     result = {"settings": {k: str(v) for k, v in vars(args).items()},
@@ -219,7 +247,7 @@ def main() -> None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1))
     print(result["nccl"])
-    print(table(result))
+    print(table(result, args.gpus))
 
 
 if __name__ == "__main__":
