@@ -10,6 +10,15 @@
 
 namespace fused_hmc {
 
+// N(0, I) in float fits 80 registers with no spill at every one-chunk group (72-93 unbounded):
+// grids too large for one wave run three blocks per SM instead of two (H200, 1M chains x 64: 7%
+// faster; a 2048-chain grid, one wave either way, was 6% slower capped, so it keeps the other).
+// Measured in benchmarks/results/chain_kernel/README.md.
+template <>
+struct chain_kernels::SamplingBlocksPerSm<StandardGaussian<float>> {
+  static constexpr int value = 3;
+};
+
 #if defined(FHMC_SAMPLING)
 #define FHMC_TARGET(T)                                                                  \
   template int sample_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \

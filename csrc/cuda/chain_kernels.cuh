@@ -10,6 +10,8 @@
 // build's (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
 #pragma once
 
+#include <type_traits>
+
 #include "../math/adaptation_windows.h"
 #include "../math/chain_params.h"
 #include "../math/dual_averaging.h"
@@ -24,11 +26,22 @@
 namespace fused_hmc {
 namespace chain_kernels {
 
+// Blocks of 256 threads per SM that a target's one-chunk sampling kernel may also be compiled
+// for (the minimum of its __launch_bounds__; 3 caps a thread at 80 registers). 1: only the
+// kernel the compiler sizes. A target whose kernel fits without spilling specialises this where
+// it is instantiated (builtin_instances.cuh); launch_sampling takes that kernel only for grids
+// larger than the other keeps resident, since the cap costs instructions.
+template <class Target>
+struct SamplingBlocksPerSm {
+  static constexpr int value = 1;
+};
+
 // UNIT_MASS: inv_mass is the identity (null), compiled away. RECORD: the call serves a ChEES
 // warm-up pooled outside the kernel (p.recording: T read from chees, the last transition
 // recorded); compiled in only there, since its registers would slow every other call.
-template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS, bool RECORD>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
+// MIN_BLOCKS: the __launch_bounds__ minimum (SamplingBlocksPerSm). No choice changes a bit.
+template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS, bool RECORD, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
     sampling_kernel(const Target target, const SamplingParams<typename Target::Scalar> p) {
   using scalar_t = typename Target::Scalar;
   const ChainBatch<scalar_t>& c = p.chains;
@@ -198,13 +211,22 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
 }
 
-// An ordinary launch of `kernel` over the batch's chains, in chain_launch_block's blocks.
+// An ordinary launch of `kernel` over the batch's chains, in chain_launch_block's blocks; of
+// `dense_kernel` instead (the same chains, compiled for more blocks per SM) when given and the
+// grid is larger than `kernel` keeps resident.
 template <class Target, typename Kernel, typename Params>
 cudaError_t launch_over_chains(Kernel kernel, const Target& target, const Params& p,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, Kernel dense_kernel = nullptr) {
   const ChainBlock block = chain_launch_block<Target>(p.chains);
   const auto blocks = static_cast<unsigned>((p.chains.batch + block.chains - 1) / block.chains);
   const size_t shared = target_shared_bytes<Target>(p.chains.dim, block.chains);
+  if (dense_kernel != nullptr && blocks > static_cast<unsigned>(p.chains.sm_count)) {
+    int resident = 0;
+    const cudaError_t status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &resident, kernel, block.threads, shared);
+    if (status != cudaSuccess) return status;
+    if (blocks > static_cast<unsigned>(resident * p.chains.sm_count)) kernel = dense_kernel;
+  }
   if (shared > 48 * 1024) {
     const cudaError_t status = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
@@ -222,16 +244,26 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
   cudaError_t status = cudaSuccess;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    constexpr int kDense =
+        C == 1 && G <= kWarp ? chain_kernels::SamplingBlocksPerSm<Target>::value : 1;
+    // The kernel of UNIT_MASS, and its dense twin where the target has one.
+    auto launch = [&](auto unit_mass) {
+      constexpr bool U = decltype(unit_mass)::value;
+      auto* kernel = chain_kernels::sampling_kernel<Target, G, C, U, false>;
+      decltype(kernel) dense = nullptr;
+      if constexpr (kDense > 1) {
+        dense = chain_kernels::sampling_kernel<Target, G, C, U, false, kDense>;
+      }
+      return chain_kernels::launch_over_chains(kernel, target, p, stream, dense);
+    };
     // The run op hands a recording call an inverse mass (ones for the unit mass).
     if (p.recording.rows != nullptr) {
       status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, false, true>, target, p, stream);
     } else if (p.chains.inv_mass == nullptr) {
-      status = chain_kernels::launch_over_chains(
-          chain_kernels::sampling_kernel<Target, G, C, true, false>, target, p, stream);
+      status = launch(std::true_type{});
     } else {
-      status = chain_kernels::launch_over_chains(
-          chain_kernels::sampling_kernel<Target, G, C, false, false>, target, p, stream);
+      status = launch(std::false_type{});
     }
   });
   return status;

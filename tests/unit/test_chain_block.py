@@ -136,3 +136,34 @@ def test_cuda_pooled_warmup_in_small_tiles_agrees_with_the_cpu(targets, kind, ch
         torch.testing.assert_close(cuda[key].cpu(), value, **cuda_cpu_tolerance(torch.float64),
                                    msg=key)
     assert cuda["chees"][6].item() == TRANSITIONS  # ChEES updated T at every transition
+
+
+def _run_standard(q0: torch.Tensor, inv_mass: torch.Tensor) -> dict:
+    """TRANSITIONS sampling transitions of N(0, I) in float, draws kept, in one call."""
+    chains, dim = q0.shape
+    q = q0.cuda()
+    state = run_op_state(chains, dim, "sampling", "cuda")
+    del state["inv_mass"]
+    samples = torch.empty(chains, TRANSITIONS, dim, dtype=q.dtype, device="cuda")
+    ops.run(q, "standard", [torch.zeros(dim, device="cuda")], [], state.pop("step_size"),
+            inv_mass.cuda(), 0.2, STEPS, SEED, 0, 0, TRANSITIONS, samples=samples, **state)
+    return dict(q=q, samples=samples, **state)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("unit_mass", [True, False])
+def test_cuda_a_grid_beyond_one_wave_changes_no_bit(unit_mass):
+    """N(0, I) in float has a second one-chunk sampling kernel capped at 80 registers (three
+    blocks per SM), launched for grids larger than the other keeps resident (chain_kernels.cuh):
+    the head of such a batch must be bit for bit the same chains run alone, one wave of the
+    other kernel. d = 64: groups of 16 threads, 16 chains a block."""
+    dim, per_block = 64, LARGEST // 16
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    head, big = sm_count * per_block, 4 * sm_count * per_block  # 1 and 4 blocks per SM
+    q0 = torch.randn(big, dim, generator=torch.Generator().manual_seed(5))
+    inv_mass = (torch.empty(0) if unit_mass
+                else 0.5 + torch.rand(1, dim, generator=torch.Generator().manual_seed(6)))
+    alone, among = _run_standard(q0[:head], inv_mass), _run_standard(q0, inv_mass)
+    for key, value in alone.items():
+        assert torch.equal(value, among[key][:head]), key
+    assert 0 < alone["accept_count"].sum() < head * TRANSITIONS  # some rejections too
