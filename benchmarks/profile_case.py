@@ -7,7 +7,9 @@ Usage: ncu --profile-from-start off ... python benchmarks/profile_case.py [--cas
 Cases: run_2048x64_f32 run_2048x64_f64 run_1Mx64_f32 run_1Mx64_f64 run_2048x1024_f32
        run_2048x1024_thin8_f32 step_1Mx64_f32 step_1Mx64_f64 (the transition op),
        diamonds_4096_f32 diamonds_4096_f64 (the diamonds model over 8 lanes a chain, the
-       hand-written gradient: prebuild diamonds:hand:f32 / f64 first).
+       hand-written gradient: prebuild diamonds:hand:f32 / f64 first),
+       pooled_1Mx64_f32 (the pooled warm-up's cooperative kernel: the 25 transitions of the
+       first slow window of a 500-transition warm-up, its end's pooling included).
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ CASES = {
     "step_1Mx64_f64": ("step", 1 << 20, 64, 1, 1, torch.float64),
     "diamonds_4096_f32": ("diamonds", 4096, 26, 5, 1, torch.float32),
     "diamonds_4096_f64": ("diamonds", 4096, 26, 5, 1, torch.float64),
+    "pooled_1Mx64_f32": ("pooled", 1 << 20, 64, 25, 1, torch.float32),
 }
+POOLED_WARMUP, POOLED_WINDOWS = 500, [75, 25, 50]  # Stan's windows, as the sampler scales them
 
 
 def call_of(kind, chains, dim, transitions, thin, dtype):
@@ -62,6 +66,14 @@ def call_of(kind, chains, dim, transitions, thin, dtype):
         q[:, dim - 2] += 7.8  # Intercept
         q[:, dim - 1] -= 2.1  # log sigma
         step.fill_(1e-3)
+    if kind == "pooled":  # one adaptation state; the first slow window [75, 100)
+        inv_mass = torch.ones(1, dim, dtype=dtype, device=dev)
+        dual = torch.zeros(1, 3, **f64)
+        return lambda: ops.run(q, target, tensors, scalars, step, inv_mass, 0.0, L, SEED, 0,
+                               POOLED_WINDOWS[0], transitions, dual_averaging=dual,
+                               window_mean=mean, window_m2=m2, warmup_start=0,
+                               num_warmup=POOLED_WARMUP, windows=POOLED_WINDOWS,
+                               adapt_step_size=True, adapt_mass_matrix=True)
     return lambda: ops.run(q, target, tensors, scalars, step, unit_mass, 0.0, L, SEED, 0, 0,
                            transitions, thin=thin, mean=mean, m2=m2, accept_count=count,
                            accept_prob_sum=prob)
