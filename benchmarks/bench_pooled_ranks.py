@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--across", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the warm-up driven across ranks (--no-across: the kernel's)")
     args = parser.parse_args()
     cuda = args.device == "cuda"
     if "WORLD_SIZE" in os.environ:
@@ -67,8 +69,10 @@ def main() -> None:
     for chees in (False, True):
         kw = dict(pooled=True, adapt_trajectory_length=chees, num_leapfrog_steps=4)
         costs = {}
-        for name, extra in (("one kernel call", {}),
-                            (f"across {ranks} rank(s)", dict(process_group=dist.group.WORLD))):
+        paths = [("one kernel call", {})]
+        if args.across:
+            paths.append((f"across {ranks} rank(s)", dict(process_group=dist.group.WORLD)))
+        for name, extra in paths:
             long = _seconds(q0, args.warmup + 10, args.repeats, **kw, **extra)
             short = _seconds(q0, 10, args.repeats, **kw, **extra)
             costs[name] = (long - short) / args.warmup
@@ -80,9 +84,10 @@ def main() -> None:
         print("| adaptation | one kernel call | across ranks | difference |")
         print("|---|---:|---:|---:|")
         for what, costs in rows:
-            inside, across = costs.values()
-            print(f"| {what} | {inside * 1e6:.0f} us | {across * 1e6:.0f} us | "
-                  f"{(across - inside) * 1e6:+.0f} us |")
+            inside, across = (*costs.values(), None)[:2]
+            print(f"| {what} | {inside * 1e6:.0f} us | " + (
+                "not run | |" if across is None else
+                f"{across * 1e6:.0f} us | {(across - inside) * 1e6:+.0f} us |"))
     dist.destroy_process_group()
     end_rank_process(0)  # not through the interpreter's finalization, where gloo ranks can abort
 

@@ -19,6 +19,17 @@ struct chain_kernels::SamplingBlocksPerSm<StandardGaussian<float>> {
   static constexpr int value = 3;
 };
 
+// The pooled warm-up's cooperative kernel of the float Gaussians fits 128 registers with no spill
+// (140-151 unbounded; the dense target's would spill): two blocks per SM instead of one.
+template <>
+struct pooled_warmup::PooledBlocksPerSm<StandardGaussian<float>> {
+  static constexpr int value = 2;
+};
+template <>
+struct pooled_warmup::PooledBlocksPerSm<DiagonalGaussian<float>> {
+  static constexpr int value = 2;
+};
+
 #if defined(FHMC_SAMPLING)
 #define FHMC_TARGET(T)                                                                  \
   template int sample_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \

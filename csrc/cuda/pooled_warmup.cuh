@@ -358,8 +358,19 @@ class PooledWarmup {
   scalar_t* x_shared_;  // a dense target's position vector of this thread's chain
 };
 
+// Blocks of 256 threads per SM a target's one-chunk cooperative kernel is compiled for (its
+// __launch_bounds__ minimum; 2 caps a thread at 128 registers). Its grid is what stays resident,
+// each block looping over tiles with the state in memory, so residency is its parallelism. 1: the
+// compiler sizes the registers. A target whose kernel fits without spilling specialises this
+// where it is instantiated (builtin_instances.cuh).
+template <class Target>
+struct PooledBlocksPerSm {
+  static constexpr int value = 1;
+};
+
 template <class Target, int GROUP, int CHUNKS>
-__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
+__global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
+                                  CHUNKS == 1 ? PooledBlocksPerSm<Target>::value : 1)
     warmup_pooled_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
   __shared__ double scratch[GroupGeometry<GROUP>::kThreads / kWarp];
   cg::grid_group grid = cg::this_grid();
