@@ -52,6 +52,12 @@ PER_CHAIN = ("final_state", "accept_count", "mean", "var", "mean_accept_prob", "
              "inverse_mass")
 
 
+def torchrun() -> str:
+    """The torchrun beside this interpreter (a venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "torchrun"
+    return str(beside) if beside.exists() else shutil.which("torchrun") or "torchrun"
+
+
 def run_cli(args, ranks: int, chains: int, flags: list[str], log: Path) -> dict:
     """One `fused_hmc sample` (under torchrun when ranks > 1); its figures from the report.
     None for a run over ranks under --baseline."""
@@ -59,8 +65,8 @@ def run_cli(args, ranks: int, chains: int, flags: list[str], log: Path) -> dict:
         return None
     common = ["--device", args.device, "--chains", str(chains), "--dim", str(args.dim),
               "--seed", str(args.seed), "--no-progress", *flags]
-    command = ([shutil.which("torchrun") or "torchrun", "--standalone", "--nproc_per_node",
-                str(ranks), "-m", "fused_hmc", "sample"] if ranks > 1
+    command = ([torchrun(), "--standalone", "--nproc_per_node", str(ranks), "-m", "fused_hmc",
+                "sample"] if ranks > 1
                else [sys.executable, "-m", "fused_hmc", "sample"]) + common
     env = dict(os.environ, OMP_NUM_THREADS="1") if args.device == "cpu" else None
     started = time.perf_counter()
@@ -160,8 +166,7 @@ def pooled_warmup(args, work: Path) -> dict:
 def nccl_cost(args, work: Path) -> str:
     script = Path(__file__).with_name("bench_pooled_ranks.py")
     launcher = ([sys.executable] if args.baseline else
-                [shutil.which("torchrun") or "torchrun", "--standalone", "--nproc_per_node",
-                 str(args.gpus)])
+                [torchrun(), "--standalone", "--nproc_per_node", str(args.gpus)])
     command = launcher + [str(script), "--device", args.device, "--chains",
                           str(min(args.chains_per_gpu, args.pooled_ranks_chains)), "--repeats",
                           "3"]
