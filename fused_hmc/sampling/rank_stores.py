@@ -21,12 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .storage import replace_file
+
 SUMMARY = "summary.json"
 FORMAT = 1
 
 
 def rank_store(path, rank: int) -> Path:
-    return Path(path) / f"rank{rank}"
+    return Path(path) / _store_name(rank)
+
+
+def _store_name(rank: int) -> str:
+    return f"rank{rank}"
 
 
 def is_rank_directory(path) -> bool:
@@ -42,12 +48,10 @@ def write_summary(path, summary, chain_counts: list[int]) -> None:
         "mean": summary.mean.tolist(), "var": summary.var.tolist(),
         "accept_count": summary.accept_count, "transitions": summary.transitions,
         "accept_rate": summary.accept_rate, "mean_accept_prob": summary.mean_accept_prob,
-        "stores": [{"store": rank_store(".", r).name, "first_chain": first, "chains": count}
+        "stores": [{"store": _store_name(r), "first_chain": first, "chains": count}
                    for r, (first, count) in enumerate(zip(offsets, chain_counts))]}
-    target = Path(path) / SUMMARY
-    tmp = target.with_name(f".{SUMMARY}.tmp")
-    tmp.write_text(json.dumps(document, indent=1))  # repr floats: exact round trip
-    tmp.replace(target)
+    text = json.dumps(document, indent=1)  # repr floats: an exact round trip
+    replace_file(Path(path) / SUMMARY, lambda tmp: tmp.write_text(text))
 
 
 def read_summary(path) -> dict:
