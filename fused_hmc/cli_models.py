@@ -1,5 +1,5 @@
 """``fused-hmc sample`` on users' models: ``--model NAME`` (:mod:`fused_hmc.models`) and ``--target
-FILE.cpp --data FILE.json --dim D`` (a user's C++ log density, ../shared/spec/TARGETS.md).
+FILE.cpp --data FILE.json --dim D`` (a user's C++ log density, docs/TARGETS.md).
 
 The flags become a :class:`fused_hmc.CppTarget` (every combination checked before anything
 compiles), the chains start as Stan's do (each unconstrained coordinate uniform on [-2, 2], drawn

@@ -1,10 +1,10 @@
 """A CppTarget's data: checked once, described by a signature the build hashes, converted per use.
 
-``data`` maps C++ identifiers to tensors (any shape), Python floats or Python ints (TARGETS.md). The
-C++ side reads them as ``data.<name>``; the generated ``Data`` struct depends only on the
-*signature* (each name, kind and tensor rank), never on the values, so new values reuse a build.
-Values are kept on the CPU, floating tensors in float64 and integer tensors in int64, and converted
-to the chains' dtype and device on use (:func:`to_arguments`).
+``data`` maps C++ identifiers to tensors (any shape), Python floats or Python ints
+(docs/TARGETS.md). The C++ side reads them as ``data.<name>``; the generated ``Data`` struct
+depends only on the *signature* (each name, kind and tensor rank), never on the values, so new
+values reuse a build. Values are kept on the CPU, floating tensors in float64 and integer tensors
+in int64, and converted to the chains' dtype and device on use (:func:`to_arguments`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CppTarget: a user's C++ log density (../shared/spec/TARGETS.md), compiled for the CPU and CUDA.
+"""CppTarget: a user's C++ log density (docs/TARGETS.md), compiled for the CPU and CUDA.
 
 The source is compiled on first use for each (dtype, device kind) it meets, cached on disk
 (:mod:`fused_hmc.cpp_build`); the gradient is by forward-mode dual numbers (``csrc/math/dual.h``),
@@ -50,7 +50,7 @@ def _word_present(word: str, source: str) -> bool:
 
 
 class CppTarget:
-    """A target whose log density is the user's C++ (TARGETS.md).
+    """A target whose log density is the user's C++ (docs/TARGETS.md).
 
     source: the C++ text (or a path to a file holding it) defining ``template <typename T, typename
     Data> FUSED_HMC_HD T log_density(const T* x, const Data& data)`` and, with gradient=True, also

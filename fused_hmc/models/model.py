@@ -1,7 +1,7 @@
 """The description of a model in the library: C++ source, data, names and torch reference.
 
-A :class:`Model` carries everything TARGETS.md's ``fused_hmc.CppTarget`` takes (source, dim, data,
-names, a torch ``log_prob``) and what a report needs beyond it: the map to the constrained
+A :class:`Model` carries everything ``fused_hmc.CppTarget`` takes (docs/TARGETS.md: source, dim,
+data, names, a torch ``log_prob``) and what a report needs beyond it: the map to the constrained
 parameters (the ones posteriordb and Stan report), their names, Stan's initialisation, and exact
 moments where they are known. :meth:`Model.target` builds the CppTarget on demand, so importing or
 constructing a model never compiles anything.
@@ -25,7 +25,7 @@ class Model:
         name: short name (``"eight_schools"``).
         dim: number of unconstrained parameters.
         source: C++ defining ``template <typename T, typename Data> FUSED_HMC_HD T
-            log_density(const T* x, const Data& data)`` (TARGETS.md), up to a constant.
+            log_density(const T* x, const Data& data)`` (docs/TARGETS.md), up to a constant.
         data: name -> tensor (float64 or int64), float or int, read in C++ as ``data.<name>``.
         names: the ``dim`` unconstrained parameter names, in the order of ``x``.
         constrained_names: the names :meth:`constrain` returns, in order (posteriordb's names for
@@ -65,7 +65,7 @@ class Model:
 
     def log_prob(self, x: torch.Tensor, data: Mapping | None = None) -> torch.Tensor:
         """Log density up to a constant, x [..., dim] -> [...] (x [dim] -> 0-d), differentiable
-        by autograd; ``data`` defaults to the model's own (TARGETS.md's log_prob(x, data))."""
+        by autograd; ``data`` defaults to the model's own (docs/TARGETS.md's log_prob(x, data))."""
         self._check_x("x", x)
         return self.log_prob_fn(x, self.data if data is None else data)
 
