@@ -9,12 +9,30 @@ constructing a model never compiles anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 import torch
 
 LogProb = Callable[[torch.Tensor, Mapping], torch.Tensor]
 Constrain = Callable[[torch.Tensor], dict]
+
+
+class TorchForm(NamedTuple):
+    """A model written for ``fused_hmc.TorchModel``: ``fn(p, data)``, p the constrained values of
+    one chain by name; ``params`` name -> shape | (shape, constraint); ``data``. ``to_cpp``: the
+    C++ form's coordinates from the torch form's, x_cpp = x_torch[..., to_cpp] (both
+    unconstrained; the two log densities then agree up to a constant)."""
+
+    fn: Callable
+    params: dict
+    data: dict
+    to_cpp: tuple[int, ...]
+
+    def model(self):
+        """The compiled ``fused_hmc.TorchModel`` (traced and compiled here, cached on disk)."""
+        import fused_hmc
+
+        return fused_hmc.TorchModel(self.fn, self.params, data=self.data)
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +60,8 @@ class Model:
             eight_schools_noncentered"``), whose reference summary is over ``constrained_names``.
         lanes: CppTarget's lanes: above 1 the sources define a lane's share of the data's rows
             (``log_density_rows``, ``log_density_and_gradient_rows``) instead.
+        torch_form: () -> :class:`TorchForm`, the same model written for ``fused_hmc.TorchModel``
+            (on the same data), or None.
     """
 
     name: str
@@ -58,6 +78,7 @@ class Model:
     exact_var: torch.Tensor | None = field(default=None, repr=False)
     posteriordb: str | None = None
     lanes: int = 1
+    torch_form: Callable[[], TorchForm] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if len(self.names) != self.dim:
@@ -100,7 +121,8 @@ class Model:
 
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),
-                         log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes)
+                         log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes,
+                         constrain=self.constrain)
 
     def _check_x(self, arg: str, x) -> None:
         if not isinstance(x, torch.Tensor):

@@ -24,7 +24,7 @@ from torch.distributions.transforms import Transform
 
 from fused_hmc.constraints import Ordered
 
-__all__ = ["Parameters"]
+__all__ = ["Parameters", "flat_names"]
 
 _REAL, _GREATER, _LESS, _INTERVAL, _SIMPLEX = (
     type(constraints.real), type(constraints.positive), type(constraints.less_than(0.0)),
@@ -60,7 +60,9 @@ class _Parameter:
 
 
 def _on(bound, like: torch.Tensor):
-    return bound.to(dtype=like.dtype, device=like.device) if isinstance(bound, torch.Tensor) else bound
+    if isinstance(bound, torch.Tensor):
+        return bound.to(dtype=like.dtype, device=like.device)
+    return bound
 
 
 class Parameters:
@@ -113,13 +115,13 @@ class Parameters:
         out = []
         for p in self._params.values():
             base = p.name if isinstance(p.constraint, _REAL) else f"{p.name}__unconstrained"
-            out += _flat_names(base, p.unconstrained_shape)
+            out += flat_names(base, p.unconstrained_shape)
         return out
 
     def constrained_names(self) -> list[str]:
         """Flat names of the constrained values, 0-based, row-major, in declaration order:
         ``mu``, ``tau``, ``theta_trans[0]``, .., ``L[0,1]``."""
-        return [n for p in self._params.values() for n in _flat_names(p.name, p.shape)]
+        return [n for p in self._params.values() for n in flat_names(p.name, p.shape)]
 
     def constrain(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """x [..., dim] -> {name: [..., *shape]}: the constrained values."""
@@ -293,7 +295,8 @@ def _unconstrained_shape(shape: tuple[int, ...], c) -> tuple[int, ...]:
     return shape
 
 
-def _flat_names(base: str, shape: tuple[int, ...]) -> list[str]:
+def flat_names(base: str, shape: tuple[int, ...]) -> list[str]:
+    """A parameter's flat names, 0-based, row-major: ``mu``; ``a[0]``, ``a[1]``; ``L[0,1]``."""
     if not shape:
         return [base]
     idx = torch.cartesian_prod(*[torch.arange(s) for s in shape]).reshape(-1, len(shape))
