@@ -316,13 +316,13 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
               f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
         if res.superchains is not None:
-            _report_nested_r_hat(draws, args.chains // res.superchains, window[2])
+            report_nested_r_hat(draws, args.chains // res.superchains, window[2])
         if not diag.max_r_hat <= HIGH_R_HAT:
             warn(f"R-hat max {figure(diag.max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed "
                   "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
 
 
-def _report_nested_r_hat(draws, size: int, dims: int) -> None:
+def report_nested_r_hat(draws, size: int, dims: int) -> None:
     """Nested R-hat of the whole superchains (of `size` chains) among the chains diagnosed."""
     from . import diagnostics
 

@@ -25,8 +25,6 @@ GAUSSIANS = ("standard", "diagonal", "dense")
 MODEL_WARMUP = 1000
 # Stan's initialisation: each unconstrained coordinate uniform on [-INIT_RADIUS, INIT_RADIUS].
 INIT_RADIUS = 2.0
-# The summary shows (and diagnoses) at most this many parameters.
-SUMMARY_ROWS = 32
 # Constrained moments go over the draws in blocks of chains of about this many values.
 _BLOCK_VALUES = 2**22
 
@@ -259,7 +257,7 @@ def report_parameters(q0, settings, res, model) -> None:
 
     target = res.target
     names = parameter_names(target, model)
-    rows = min(len(names), SUMMARY_ROWS)
+    rows = min(len(names), diagnostics.SUMMARY_ROWS)
     if res.num_kept == 0 and not res.interrupted:
         cli.warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling "
                   "transitions: no summary; use --thin <= --samples")
@@ -270,7 +268,7 @@ def report_parameters(q0, settings, res, model) -> None:
     can_draw = not no_draws or not (res.interrupted or q0 is None)
     if model is not None and not can_draw:  # constrained values need draws: show unconstrained
         names, model = list(model.names), None
-        rows = min(len(names), SUMMARY_ROWS)
+        rows = min(len(names), diagnostics.SUMMARY_ROWS)
     chains = res.final_state.shape[0]
     window = cli.diagnostic_window(chains, res.num_kept, target.dim, rows)
     draws = cli.diagnostic_draws(q0, settings, res, window) if can_draw and (
@@ -302,8 +300,10 @@ def report_parameters(q0, settings, res, model) -> None:
                "ESS / R-hat skipped (" + ("interrupted" if res.interrupted else
                                           "resumed: the start is not in the checkpoint")
                + ", and no draws kept)")
-    print(diagnostics.format_table(mean, sd, diag, max_dims=rows, missing=missing, chains=chains,
+    print(diagnostics.format_table(mean, sd, diag, range(rows), missing=missing, chains=chains,
                                    names=names))
+    if diag is not None and res.superchains is not None:
+        cli.report_nested_r_hat(values, chains // res.superchains, rows)
     if diag is not None and not diag.max_r_hat <= cli.HIGH_R_HAT:
         cli.warn(f"R-hat max {cli.figure(diag.max_r_hat)} > {cli.HIGH_R_HAT}: the chains have "
                   "not mixed (or are too short to tell); check --warmup, --samples, --step-size, "

@@ -45,7 +45,8 @@ import torch
 
 from .. import diagnostics
 
-DIAGNOSTIC_DIMS = 8  # the dims whose ESS / R-hat the global summary holds (summary()'s default)
+# The dims whose ESS / R-hat the global summary holds: the rows summary() shows by default.
+DIAGNOSTIC_DIMS = diagnostics.SUMMARY_ROWS
 
 
 def merge_moments(counts: torch.Tensor, means: torch.Tensor, m2s: torch.Tensor):
@@ -90,14 +91,31 @@ class GlobalSummary:
     def accept_rate(self) -> float:
         return self.accept_count / self.transitions if self.transitions else float("nan")
 
-    def diagnose(self) -> diagnostics.Diagnostics | None:
-        """Bulk / tail ESS and R-hat of diagnostic_draws (None without them)."""
+    def diagnose(self, rows=None) -> diagnostics.Diagnostics | None:
+        """Bulk / tail ESS and R-hat of diagnostic_draws (None without them): of the dimensions
+        `rows` (default: every one gathered), NaN for those beyond the ones gathered."""
         if self.diagnostic_draws is None:
             return None
-        return diagnostics.diagnose(self.diagnostic_draws)
+        gathered = self.diagnostic_draws.shape[2]
+        rows = list(range(gathered)) if rows is None else list(rows)
+        held = [j for j in rows if j < gathered]
+        if not held:
+            return None
+        diag = diagnostics.diagnose(self.diagnostic_draws, rows=held)
+        if len(held) == len(rows):
+            return diag
+        at = [rows.index(j) for j in held]
 
-    def print(self, result, max_dims: int = 8, file: TextIO | None = None) -> None:
-        """SampleResult.summary() of a distributed run: every chain's statistics."""
+        def spread(values):
+            full = np.full(len(rows), np.nan)
+            full[at] = values
+            return full
+        return diag._replace(ess_bulk=spread(diag.ess_bulk), ess_tail=spread(diag.ess_tail),
+                             r_hat=spread(diag.r_hat))
+
+    def print(self, result, rows=None, file: TextIO | None = None) -> None:
+        """SampleResult.summary() of a distributed run: every chain's statistics, the dimensions
+        `rows` shown (default: the first SUMMARY_ROWS)."""
         out = file if file is not None else sys.stdout
         local, dim = result.final_state.shape
         first = result.chain_offset
@@ -114,9 +132,9 @@ class GlobalSummary:
             print("no draws kept yet", file=out)
             return
         sd = np.sqrt(self.var) if self.draws > 1 else np.full_like(self.var, np.nan)
-        diag = self.diagnose() if result.num_kept >= 4 else None
-        print(diagnostics.format_table(self.mean, sd, diag, max_dims=max_dims,
-                                       chains=self.chains, names=result.parameter_names,
+        diag = self.diagnose(rows) if result.num_kept >= 4 else None
+        print(diagnostics.format_table(self.mean, sd, diag, rows, chains=self.chains,
+                                       names=result.parameter_names,
                                        missing="ESS and R-hat need the draws of every rank "
                                                "(kept, and as many on each)"), file=out)
 

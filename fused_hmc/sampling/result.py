@@ -206,7 +206,7 @@ class SampleResult(NamedTuple):
                          "sampling (all chains)")
         return lines
 
-    def _draws_for_diagnostics(self, max_chains, max_dims):
+    def _draws_for_diagnostics(self):
         """The draws to diagnose: the in-memory tensor, or the streamed store's array (which
         diagnostics.diagnose slices before reading)."""
         if self.samples is not None:
@@ -215,28 +215,36 @@ class SampleResult(NamedTuple):
 
         return posterior_draws(self.samples_path, self.num_kept)
 
-    def summary(self, max_dims: int = 8, *, max_chains: int | None = None,
+    def summary(self, *, var_names=None, max_rows: int = diagnostics.SUMMARY_ROWS,
+                max_chains: int | None = None,
                 max_values: int | None = diagnostics.SUMMARY_VALUES,
                 file: TextIO | None = None) -> None:
-        """Prints per-dimension mean, sd, bulk/tail ESS and R-hat for the first ``max_dims``
-        dimensions, and the minimum ESS / maximum R-hat over them; for chains run in superchains
-        (``superchains=K``), also a line "max nested r_hat" (arviz-stats' ``rhat_nested``, see
-        :mod:`fused_hmc.diagnostics`) over the same chains.
+        """Prints per-parameter mean, sd, bulk/tail ESS and R-hat, and the minimum ESS / maximum
+        R-hat over them; for chains run in superchains (``superchains=K``), also a line "max
+        nested r_hat" (arviz-stats' ``rhat_nested``, see :mod:`fused_hmc.diagnostics`) over the
+        same chains. An ESS at arviz-stats' cap N log10 N is marked, and a footnote names the cap.
+
+        var_names: the parameters to show, in that order: names (a target's ``names``) or
+        dimension indices, one or a list; default: every parameter, up to the first ``max_rows``
+        (a line says how many more there are).
 
         Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws).
         ESS and R-hat need the draws and cost about 2 s per million values on one core
         (:mod:`fused_hmc.diagnostics`), so they examine the first chains (at most ``max_chains``,
-        at least 2) that fit in ``max_values`` values (chains x draws x max_dims; the default is
-        about 2 s; None: every chain), and say how many; with superchains, the first chains of
-        every superchain (of the first superchains, at least 2, when fewer than one chain each
-        fits), as many of each. Ctrl-C while they run prints the rest and
-        raises KeyboardInterrupt.
+        at least 2) that fit in ``max_values`` values (chains x draws x parameters shown; the
+        default is about 2 s; None: every chain), and say how many; with superchains, the first
+        chains of every superchain (of the first superchains, at least 2, when fewer than one
+        chain each fits), as many of each. Ctrl-C while they run prints the rest and raises
+        KeyboardInterrupt.
         """
         out = file if file is not None else sys.stdout
-        if self.global_summary is not None:  # every rank's chains, not this shard's
-            self.global_summary.print(self, max_dims=max_dims, file=out)
-            return
         chains, dim = self.final_state.shape
+        names = self.parameter_names
+        rows = diagnostics.parameter_indices(var_names, dim, names,
+                                             default=diagnostics.row_count(max_rows))
+        if self.global_summary is not None:  # every rank's chains, not this shard's
+            self.global_summary.print(self, rows=rows, file=out)
+            return
         warm = f"{self.num_warmup} warm-up + " if self.num_warmup else ""
         print(f"fused_hmc: {chains} chains x {dim} dims, {warm}{self.num_transitions} transitions, "
               f"{self.num_kept} kept (thin {self.thin}), seed {self.seed}"
@@ -252,18 +260,16 @@ class SampleResult(NamedTuple):
             return
         mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
                                               self.num_kept)
-        names = self.parameter_names
         if (self.samples is None and self.samples_path is None) or self.num_kept < 4:
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names),
-                  file=out)
+            print(diagnostics.format_table(mean, sd, None, rows, names=names), file=out)
             return
         try:
-            diag = diagnostics.diagnose(self._draws_for_diagnostics(max_chains, max_dims),
-                                        max_chains=max_chains, max_dims=max_dims,
-                                        max_values=max_values, superchains=self.superchains)
+            diag = diagnostics.diagnose(self._draws_for_diagnostics(), max_chains=max_chains,
+                                        rows=rows, max_values=max_values,
+                                        superchains=self.superchains)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names,
+            print(diagnostics.format_table(mean, sd, None, rows, names=names,
                                            missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)
             raise
-        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims, chains=chains,
-                                       names=names), file=out)
+        print(diagnostics.format_table(mean, sd, diag, rows, chains=chains, names=names),
+              file=out)

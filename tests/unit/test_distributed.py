@@ -95,7 +95,8 @@ def test_global_summary_is_the_one_process_statistics(ranks, one_process):
                                    one_process.mean_accept_prob.mean().item(), rtol=1e-12)
         # The very chains and draws a one-process summary() diagnoses, so the same ESS / R-hat.
         mine, theirs = g.diagnose(), diagnostics.diagnose(
-            one_process.samples, max_dims=8, max_values=diagnostics.SUMMARY_VALUES)
+            one_process.samples, max_dims=diagnostics.SUMMARY_ROWS,
+            max_values=diagnostics.SUMMARY_VALUES)
         assert mine.chains == theirs.chains == worker.CHAINS
         for field in ("ess_bulk", "ess_tail", "r_hat"):
             assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
