@@ -68,6 +68,15 @@ def _integer(minimum: int, maximum: int | None = None):
     return parse
 
 
+def _lanes(text: str):
+    """--lanes: auto or a power of two from 1 to 32."""
+    if text == "auto":
+        return text
+    if text not in ("1", "2", "4", "8", "16", "32"):
+        raise argparse.ArgumentTypeError(f"must be auto, 1, 2, 4, 8, 16 or 32, got {text!r}")
+    return int(text)
+
+
 def _real(low: float, high: float = math.inf, *, low_open: bool = True, high_open: bool = True):
     interval = (("(" if low_open else "[") + f"{low:g}, {high:g}" + (")" if high_open else "]"))
 
@@ -596,10 +605,11 @@ def _add_sample_parser(sub) -> None:
     flag("--gradient", action="store_true",
          help="use the target's hand-written gradient (log_density_and_gradient: a --model that "
               "has one, or defined in FILE.cpp) instead of dual numbers")
-    flag("--lanes", type=int, choices=[1, 2, 4, 8, 16, 32], default=1,
-         help="--target FILE.cpp: the CUDA threads a chain takes; above 1 the file defines "
-              "log_density_rows, a lane's share of the data's rows (README.md, \"Your own "
-              "model\"; default: 1)")
+    flag("--lanes", type=_lanes, default="auto",
+         help="--target FILE.cpp in the rows form (it defines log_density_rows, a share of the "
+              "data's rows: docs/TARGETS.md): the CUDA threads a chain takes, 1, 2, 4, 8, 16 or "
+              "32, or auto (the default: chosen from the chains and the GPU); the draws are the "
+              "same for any")
     flag("--mean", type=_real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,

@@ -95,7 +95,7 @@ def resolve_flags(args) -> None:
             raise CliError("--target", f"no file {args.target}")
         if args.data is not None and not Path(args.data).is_file():
             raise CliError("--data", f"no file {args.data}")
-    if args.lanes != 1 and not cpp:
+    if args.lanes != "auto" and not cpp:
         raise CliError("--lanes", "goes with --target FILE.cpp (a --model brings its own lanes)")
     args.target = args.target or "standard"
     args.dim = args.dim if args.dim is not None else 64

@@ -4,9 +4,8 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 ``/fused_hmc_user_<cpu|cuda>_<hash>``):
 
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
-  may use as a compile-time constant), ``FHMC_USER_LANES`` (and ``FHMC_USER_HAS_GRADIENT`` with
-  gradient=True,
-  ``FHMC_USER_WITH_CUDA`` for a CUDA build), ``math/target_functions.h``, then ``namespace
+  may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` for a rows-form
+  source, ``FHMC_USER_HAS_GRADIENT`` with gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/target_functions.h``, then ``namespace
   fused_hmc_user { using Scalar = float|double; struct Data {...}; #line 1 "<source>" <the user's
   source> }`` and ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
@@ -76,7 +75,8 @@ class BuildSpec:
     device_kind: str  # "cpu" or "cuda"
     fields: tuple[DataField, ...]
     user_gradient: bool
-    lanes: int = 1  # the lanes a chain's data rows are spread over (csrc/math/lane_rows.h)
+    lanes: int = 1  # the CUDA threads a chain takes (csrc/math/lane_rows.h); 1 unless rows
+    rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
 
 
 class EntryPoint(NamedTuple):
@@ -84,11 +84,11 @@ class EntryPoint(NamedTuple):
     signature: str  # as messages quote it
 
 
-def entry_points(lanes: int) -> tuple[EntryPoint, EntryPoint]:
-    """The source's log density and hand-written gradient (gradient=True): with lanes > 1, a
-    lane's share of them (csrc/math/lane_rows.h)."""
+def entry_points(rows: bool) -> tuple[EntryPoint, EntryPoint]:
+    """The source's log density and hand-written gradient (gradient=True): in the rows form, a
+    share of them over some of the data's rows (csrc/math/lane_rows.h)."""
     head = "template <typename T, typename Data> FUSED_HMC_HD T "
-    if lanes == 1:
+    if not rows:
         return (EntryPoint("log_density", head + "log_density(const T* x, const Data& data)"),
                 EntryPoint("log_density_and_gradient", head + "log_density_and_gradient(const T* "
                            "x, T* grad, const Data& data)"))
@@ -126,6 +126,8 @@ def model_header(spec: BuildSpec) -> str:
             f"#define FHMC_USER_DIM {spec.dim}",
             f"#define FUSED_HMC_DIM {spec.dim}",
             f"#define FHMC_USER_LANES {spec.lanes}"]
+    if spec.rows:
+        head.append("#define FHMC_USER_ROWS 1")
     if spec.user_gradient:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.device_kind == "cuda":
@@ -297,7 +299,7 @@ def _compile_error(log: str, spec: BuildSpec, directory: Path, stage: str) -> Cp
     log_path.write_text(log)
     lines = compiler_messages(log, spec.source_name, spec.source)
     hint = ""
-    value, gradient = entry_points(spec.lanes)
+    value, gradient = entry_points(spec.rows)
     if re.search(rf"{gradient.name}.*(not a member|not declared|no matching|undefined)",
                  log) and spec.user_gradient:
         hint = f"\n(gradient=True: the source must define {gradient.signature})"

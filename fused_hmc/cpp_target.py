@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import cpp_build, cpp_data
+from . import cpp_build, cpp_data, lanes as lanes_module
 from .cpp_build import CppCompileError
 
 __all__ = ["CppTarget", "CppCompileError", "CppCheckError", "CheckReport"]
@@ -61,18 +61,23 @@ class CppTarget:
     *shape]}``, the constrained parameters (pure torch): results then show the draws by these
     names and save them as data (see :meth:`constrain`).
 
-    lanes (1, 2, 4, 8, 16 or 32): the CUDA threads a chain takes, for models whose log density is
-    a sum over many data rows. With lanes = G > 1 the source defines, in place of log_density,
-    ``log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows)``: the terms of rows
-    ``rows.first, rows.first + rows.step, ...`` (rows.step is G), plus, where ``rows.first == 0``,
-    the terms of no row (and with gradient=True ``log_density_and_gradient_rows(x, grad, data,
-    rows)``, writing that share's gradient). log p is the sum of the G shares, added in the same
-    order on the CPU and on CUDA (csrc/math/lane_rows.h). ``FUSED_HMC_DIM`` is dim as a
-    compile-time constant: loops bounded by it keep x and grad in registers on the GPU.
+    The rows form, for models whose log density is a sum over many data rows: the source
+    defines, in place of log_density, ``log_density_rows(const T* x, const Data& data,
+    fused_hmc::Rows rows)``: the terms of rows ``rows.first, rows.first + rows.step, ...`` (rows.step
+    is always 32), plus, where ``rows.first == 0``, the terms of no row (and with gradient=True
+    ``log_density_and_gradient_rows(x, grad, data, rows)``, writing that share's gradient). log p
+    is the sum of the 32 shares by one fixed pairwise tree, on the CPU and on CUDA
+    (csrc/math/lane_rows.h). lanes: the CUDA threads a chain of a rows-form source takes (1, 2,
+    4, 8, 16 or 32; they share the 32 shares), or "auto" (the default): chosen when sampling
+    from the chain count, the GPU and the data (:func:`fused_hmc.lanes.choose_lanes`; 1 on the
+    CPU). The draws are the same for any lanes. A source in the plain form takes one thread a
+    chain (lanes "auto" or 1). ``FUSED_HMC_DIM`` is dim as a compile-time constant: loops
+    bounded by it keep x and grad in registers on the GPU.
     """
 
     def __init__(self, source, dim: int, data: dict | None = None, names=None,
-                 log_prob: Callable | None = None, gradient: bool = False, lanes: int = 1,
+                 log_prob: Callable | None = None, gradient: bool = False,
+                 lanes: int | str = "auto",
                  constrain: Callable | None = None):
         self.source, self.source_name = self._read_source(source)
         if isinstance(dim, bool) or not isinstance(dim, int):
@@ -83,11 +88,14 @@ class CppTarget:
         if not isinstance(gradient, bool):
             raise TypeError(f"gradient must be True or False, got {gradient!r}")
         self.has_gradient = gradient
-        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in _LANES:
-            raise ValueError(f"lanes must be one of {list(_LANES)}, got {lanes!r}")
-        self.lanes = lanes
-        value, hand = cpp_build.entry_points(lanes)
-        with_lanes = f" (lanes={lanes})" if lanes > 1 else ""
+        if lanes != "auto" and (isinstance(lanes, bool) or not isinstance(lanes, int)
+                                or lanes not in _LANES):
+            raise ValueError(f"lanes must be \"auto\" or one of {list(_LANES)}, got {lanes!r}")
+        self.lanes = lanes  # as asked: "auto" or G (lanes_for: the lanes a run takes)
+        rows_value, _ = cpp_build.entry_points(rows=True)
+        self.rows_form = _word_present(rows_value.name, self.source)
+        value, hand = cpp_build.entry_points(self.rows_form or lanes not in ("auto", 1))
+        with_lanes = f" (lanes={lanes})" if lanes not in ("auto", 1) else ""
         if not _word_present(value.name, self.source):
             raise ValueError(f"source defines no {value.name}{with_lanes}: it must define "
                              f"{value.signature}")
@@ -106,7 +114,7 @@ class CppTarget:
         self._constrained_shapes: dict[str, tuple[int, ...]] | None = None
         self._fields, self.data = cpp_data.prepare(data)
         self._arguments: dict[tuple[torch.dtype, torch.device], tuple] = {}
-        self._modules: dict[tuple[torch.dtype, str], object] = {}
+        self._modules: dict[tuple[torch.dtype, str, int], object] = {}
         self._registered: set[str] = set()
         for f in self._fields:
             if f.kind == "int" and abs(self.data[f.name]) > 2**53:
@@ -141,7 +149,7 @@ class CppTarget:
 
     def __repr__(self) -> str:
         data = ", ".join(f.name for f in self._fields)
-        lanes = f", lanes={self.lanes}" if self.lanes > 1 else ""
+        lanes = f", lanes={self.lanes!r}" if self.rows_form else ""
         return f"CppTarget(dim={self.dim}, data=[{data}], gradient={self.has_gradient}{lanes})"
 
     # -- constrained parameters (results show and save the draws by these names) ---------------
@@ -176,13 +184,37 @@ class CppTarget:
 
     # -- compiled module and its arguments (the sampler uses these too) -------------------------
 
-    def build_spec(self, dtype: torch.dtype, device_kind: str) -> cpp_build.BuildSpec:
+    def build_spec(self, dtype: torch.dtype, device_kind: str,
+                   lanes: int = 1) -> cpp_build.BuildSpec:
         return cpp_build.BuildSpec(self.source, self.source_name, self.dim,
                                    cpp_build.scalar_name(dtype), device_kind, self._fields,
-                                   self.has_gradient, self.lanes)
+                                   self.has_gradient, lanes, self.rows_form)
 
-    def module(self, dtype: torch.dtype, device: torch.device):
-        """The compiled module for positions of `dtype` on `device` (built on first use)."""
+    @property
+    def data_rows(self) -> int:
+        """The data's rows as lanes="auto" counts them: the largest extent of any data tensor
+        (1 without tensors)."""
+        return max((max(t.shape, default=1) for t in self.data.values()
+                    if isinstance(t, torch.Tensor)), default=1)
+
+    def lanes_for(self, chains: int | None, device) -> int:
+        """The lanes a run of `chains` chains on `device` takes: 1 for a plain source, the lanes
+        asked for, or with lanes="auto" :func:`fused_hmc.lanes.choose_lanes` on the device's SMs
+        (1 on the CPU, where the lanes change nothing, or with chains None)."""
+        device = torch.device(device)
+        if not self.rows_form:
+            return 1
+        if self.lanes != "auto":
+            return self.lanes
+        if chains is None or device.type != "cuda":
+            return 1
+        return lanes_module.choose_lanes(chains, lanes_module.device_sm_count(device),
+                                         self.data_rows)
+
+    def module(self, dtype: torch.dtype, device: torch.device, lanes: int | None = None):
+        """The compiled module for positions of `dtype` on `device`, its chains on `lanes` lanes
+        (built on first use, one per lanes). lanes None: any module already built for the dtype
+        and device (their evaluations agree bit for bit), else lanes_for(None, device)."""
         kind = "cuda" if torch.device(device).type == "cuda" else "cpu"
         if kind == "cuda":
             from . import _build
@@ -191,9 +223,13 @@ class CppTarget:
             if reason is not None:
                 raise _build.CudaUnavailableError(
                     f"CppTarget cannot compile for CUDA: {reason}; pass CPU tensors")
-        if (dtype, kind) not in self._modules:
-            self._modules[(dtype, kind)] = cpp_build.load(self.build_spec(dtype, kind))
-        return self._modules[(dtype, kind)]
+        if lanes is None:
+            built = [g for (d, k, g) in self._modules if (d, k) == (dtype, kind)]
+            lanes = built[0] if built else self.lanes_for(None, device)
+        if (dtype, kind, lanes) not in self._modules:
+            self._modules[(dtype, kind, lanes)] = cpp_build.load(
+                self.build_spec(dtype, kind, lanes))
+        return self._modules[(dtype, kind, lanes)]
 
     def data_arguments(self, dtype: torch.dtype, device: torch.device) -> tuple:
         """(tensors, floats, ints): the data as make_data takes it, for positions of `dtype` on
@@ -206,10 +242,11 @@ class CppTarget:
 
     # -- what the sampler's run op takes (fused_hmc/sampling/kernel.py) --------------------------
 
-    def op_name(self, dtype: torch.dtype, device) -> str:
-        """The run op's name for this model's chain kernels in `dtype` on `device`: compiles the
-        module on first use and registers its kernels with the main library."""
-        module = self.module(dtype, device)
+    def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
+        """The run op's name for this model's chain kernels in `dtype` on `device` for `chains`
+        chains (their lanes: :meth:`lanes_for`): compiles the module on first use and registers
+        its kernels with the main library."""
+        module = self.module(dtype, device, self.lanes_for(chains, device))
         name = module.target_name()
         if name not in self._registered:
             from . import _build
@@ -249,7 +286,12 @@ class CppTarget:
         return x.detach().contiguous()
 
     def _call(self, entry: str, x: torch.Tensor):
-        module = self.module(x.dtype, x.device)
+        # Any lanes' module evaluates the same tree; with none built yet, the one a run of these
+        # x as chains takes (validate_start's q0 then builds the run's module).
+        kind = "cuda" if x.device.type == "cuda" else "cpu"
+        built = any((d, k) == (x.dtype, kind) for (d, k, _) in self._modules)
+        module = self.module(x.dtype, x.device,
+                             None if built else self.lanes_for(max(x.shape[0], 1), x.device))
         return getattr(module, entry)(x, *self.data_arguments(x.dtype, x.device))
 
     # -- evaluation -------------------------------------------------------------------------------

@@ -120,8 +120,8 @@ class _Gaussian:
             tensors.append(precision.to(dtype=dtype, device=device).contiguous())
         return tensors
 
-    def op_name(self, dtype: torch.dtype, device) -> str:
-        """The run op's name for this target (any dtype and device)."""
+    def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
+        """The run op's name for this target (any dtype, device and chain count)."""
         return self.op_target
 
     def op_scalars(self) -> list[float]:

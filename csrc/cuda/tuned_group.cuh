@@ -141,9 +141,10 @@ struct CoordinateCoefficients {
 };
 
 // A kPosition target over GROUP > 1 lanes (math/lane_rows.h): every lane of the chain gathers the
-// whole position (chunk r + c * GROUP of lane r) by shuffles, evaluates its share of log p and its
-// gradient, and the butterfly adds the shares (adjacent lanes first: sum_over_lanes's order), so
-// every lane holds U and the whole gradient and keeps its own chunks' forces. The shuffles stay
+// whole position (chunk r + c * GROUP of lane r) by shuffles, evaluates its block of log p's
+// partials and their gradient (the fixed tree's lower levels), and the butterfly adds the lanes'
+// sums (adjacent lanes first: the tree's upper levels, by tree_add, so the bits are the one tree's
+// whatever GROUP), so every lane holds U and the whole gradient and keeps its own chunks' forces. The shuffles stay
 // inside the chain's lanes (the chains of a warp may run different numbers of leapfrog steps);
 // a missing chain's lanes skip it all alike.
 template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
@@ -167,14 +168,13 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
   for (int j = 0; j < kDim; ++j) {
     position[j] = __shfl_sync(lanes, x[j / 4 / GROUP][j % 4], j / 4 % GROUP, GROUP);
   }
-  scalar_t log_p = target.lane_log_density_and_gradient(position, gradient,
-                                                        Rows{seat.lane, GROUP});
+  scalar_t log_p = target.lane_log_density_and_gradient(position, gradient, seat.lane);
 #pragma unroll
   for (int offset = 1; offset < GROUP; offset *= 2) {
-    log_p = log_p + __shfl_xor_sync(lanes, log_p, offset, GROUP);
+    log_p = tree_add(log_p, __shfl_xor_sync(lanes, log_p, offset, GROUP));
 #pragma unroll
     for (int j = 0; j < kDim; ++j) {
-      gradient[j] = gradient[j] + __shfl_xor_sync(lanes, gradient[j], offset, GROUP);
+      gradient[j] = tree_add(gradient[j], __shfl_xor_sync(lanes, gradient[j], offset, GROUP));
     }
   }
 #pragma unroll

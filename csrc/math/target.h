@@ -14,8 +14,8 @@
 //                `S log_density_and_gradient(const S* x, S* grad)` returns log p(x) and writes
 //                d log p / dx. Users' models (CppTarget) are of this kind. `kLanes` (a power of
 //                two up to 32) is the threads a chain takes on CUDA; above one, each calls
-//                `S lane_log_density_and_gradient(const S* x, S* grad, Rows)`, its share of the
-//                sum that log_density_and_gradient forms (math/lane_rows.h).
+//                `S lane_log_density_and_gradient(const S* x, S* grad, int lane)`, its block of
+//                the partial sums that log_density_and_gradient adds (math/lane_rows.h).
 //
 // and:
 //   kName            the registry key, as Python's ops.run names the target;

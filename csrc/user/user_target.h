@@ -3,72 +3,89 @@
 //
 // Included by the TU that fused_hmc/cpp_target.py generates, after it has defined
 //   FHMC_USER_DIM                 the number of unconstrained parameters (an int literal),
-//   FHMC_USER_LANES               the lanes a chain's data rows are spread over (1, 2, 4, .. 32),
+//   FHMC_USER_ROWS                (only for a rows-form source) the source defines the share
+//                                 log_density_rows (and log_density_and_gradient_rows),
+//   FHMC_USER_LANES               the lanes a chain takes on CUDA (1, 2, 4, .. 32; 1 unless
+//                                 FHMC_USER_ROWS),
 //   namespace fused_hmc_user { using Scalar; struct Data; the user's log_density templates },
 //   FHMC_USER_HAS_GRADIENT        (only with gradient=True) the source defines
 //                                 log_density_and_gradient, used instead of the duals.
-// With FHMC_USER_LANES = G > 1 the source defines the lane shares log_density_rows (and
-// log_density_and_gradient_rows) instead (math/lane_rows.h): the CUDA kernels call one share per
-// lane (lane_log_density_and_gradient), everything else their sum in the kernels' order.
+// A rows-form log p is the fixed tree over kRowPartials strided partials (math/lane_rows.h),
+// whatever the lanes: the CUDA kernels call lane_log_density_and_gradient in each of a chain's
+// lanes (its block of partials) and add the lanes' sums by the butterfly; everything else
+// evaluates the whole tree in one thread.
 #pragma once
 
 #include "math/dual.h"
 #include "math/host_device.h"
 #include "math/lane_rows.h"
 
+#ifdef FHMC_USER_ROWS
+#define FHMC_USER_PARTIALS fused_hmc::kRowPartials
+#else
+#define FHMC_USER_PARTIALS 1
+#endif
+
 template <typename S>
 struct UserTarget {
   static constexpr int kDim = FHMC_USER_DIM;
   static constexpr int kLanes = FHMC_USER_LANES;
+  // The partials log p is formed from (1: a plain log_density, one call), and a lane's share.
+  static constexpr int kPartials = FHMC_USER_PARTIALS;
+  static constexpr int kLanePartials = kPartials / kLanes;
   static_assert(kDim >= 1, "FHMC_USER_DIM must be at least 1");
   static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0,
                 "FHMC_USER_LANES must be a power of two from 1 to 32");
+  static_assert(kLanes <= kPartials, "lanes above 1 need a rows-form source (FHMC_USER_ROWS)");
 
   fused_hmc_user::Data data;  // POD of device (or host) pointers, shapes and scalars
 
   // log p(x) up to a constant; x: the chain's own [kDim] position.
   FHMC_HD S log_density(const S* x) const {
-    return fused_hmc::sum_over_lanes<kLanes, S>(
-        [this, x](fused_hmc::Rows rows) { return lane_log_density(x, rows); }, 0, kLanes);
+    return fused_hmc::sum_partials<kPartials, S>(
+        [this, x](fused_hmc::Rows rows) { return share(x, data, rows); }, 0);
   }
 
   // log p(x), and d log p / dx written to grad[0..kDim).
   FHMC_HD S log_density_and_gradient(const S* x, S* grad) const {
-    return fused_hmc::sum_over_lanes_with_gradient<kLanes, kDim, S>(
-        [this, x](fused_hmc::Rows rows, S* g) { return lane_log_density_and_gradient(x, g, rows); },
-        grad, 0, kLanes);
+    return fused_hmc::sum_partials_with_gradient<kPartials, kDim, S>(
+        [this, x](fused_hmc::Rows rows, S* g) { return partial_and_gradient(x, g, rows); }, grad,
+        0);
+  }
+
+  // Lane `lane` of kLanes: the sum of its block of partials, [lane, lane + 1) * kLanePartials, by
+  // the tree's lower levels (the butterfly over the lanes forms the upper ones).
+  FHMC_HD S lane_log_density_and_gradient(const S* x, S* grad, int lane) const {
+    return fused_hmc::sum_partials_with_gradient<kLanePartials, kDim, S>(
+        [this, x](fused_hmc::Rows rows, S* g) { return partial_and_gradient(x, g, rows); }, grad,
+        lane * kLanePartials);
   }
 
   // The forward-mode gradient of log_density, whatever the source defines: what check() compares
   // a hand-written gradient against.
   FHMC_HD S dual_log_density_and_gradient(const S* x, S* grad) const {
-    return fused_hmc::sum_over_lanes_with_gradient<kLanes, kDim, S>(
-        [this, x](fused_hmc::Rows rows, S* g) { return lane_dual_gradient(x, g, rows); }, grad, 0,
-        kLanes);
+    return fused_hmc::sum_partials_with_gradient<kPartials, kDim, S>(
+        [this, x](fused_hmc::Rows rows, S* g) { return dual_partial(x, g, rows); }, grad, 0);
   }
 
-  // One lane's share (all of log p with one lane).
-  FHMC_HD S lane_log_density(const S* x, fused_hmc::Rows rows) const {
-    return share(x, data, rows);
-  }
-
-  FHMC_HD S lane_log_density_and_gradient(const S* x, S* grad, fused_hmc::Rows rows) const {
+ private:
+  // One partial (all of log p for a plain source) and its gradient.
+  FHMC_HD S partial_and_gradient(const S* x, S* grad, fused_hmc::Rows rows) const {
 #ifdef FHMC_USER_HAS_GRADIENT
-#if FHMC_USER_LANES > 1
+#ifdef FHMC_USER_ROWS
     return fused_hmc_user::log_density_and_gradient_rows(x, grad, data, rows);
 #else
     (void)rows;
     return fused_hmc_user::log_density_and_gradient(x, grad, data);
 #endif
 #else
-    return lane_dual_gradient(x, grad, rows);
+    return dual_partial(x, grad, rows);
 #endif
   }
 
- private:
   template <typename T>
   FHMC_HD static T share(const T* x, const fused_hmc_user::Data& d, fused_hmc::Rows rows) {
-#if FHMC_USER_LANES > 1
+#ifdef FHMC_USER_ROWS
     return fused_hmc_user::log_density_rows(x, d, rows);
 #else
     (void)rows;
@@ -76,7 +93,7 @@ struct UserTarget {
 #endif
   }
 
-  FHMC_HD S lane_dual_gradient(const S* x, S* grad, fused_hmc::Rows rows) const {
+  FHMC_HD S dual_partial(const S* x, S* grad, fused_hmc::Rows rows) const {
     constexpr int kWidth = fused_hmc::dual_width(kDim);
     fused_hmc::Dual<S, kWidth> xd[kDim];
     const fused_hmc_user::Data& d = data;

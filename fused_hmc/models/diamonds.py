@@ -38,11 +38,10 @@ POSTERIOR = "diamonds-diamonds"
 # One source serves both forms. data.XT [Kc, N] is the design the chains' coefficients multiply
 # (Q*^T, or Xc^T), stored by column so that a chain's lanes read neighbouring rows of one column
 # together (one memory sector); data.B [Kc, Kc] (row-major, upper triangular: R*^-1, or the
-# identity) maps them to b for the prior, b = B x. The rows are spread over a chain's LANES lanes
-# (CppTarget(lanes=...)): each lane sums the residuals of its rows, lane 0 adds the priors. K is
-# the compile-time Kc (FUSED_HMC_DIM - 2), so x, a row and grad stay in registers.
-# student_t(v | 3, m, s) = -2 log1p(((v - m) / s)^2 / 3) + c.
-LANES = 8
+# identity) maps them to b for the prior, b = B x. The source is in the rows form (docs/TARGETS.md):
+# a share sums the residuals of its rows, share 0 adds the priors; CppTarget spreads the shares
+# over the lanes it chooses (lanes="auto"). K is the compile-time Kc (FUSED_HMC_DIM - 2), so x, a
+# row and grad stay in registers. student_t(v | 3, m, s) = -2 log1p(((v - m) / s)^2 / 3) + c.
 SOURCE = r"""
 template <typename T, typename Data>
 FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows) {
@@ -74,7 +73,7 @@ FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows ro
 # d/dx_j = sum_i r_i XT[j, i] / sigma^2 - sum_{k <= j} B[k, j] b_k;
 # d/dIntercept = -(4 u / 30) / (1 + u^2 / 3) + sum r_i / sigma^2;
 # d/dlog_sigma = -(4 s^2 / 3) / (1 + s^2 / 3) + 1 - N + S / sigma^2;
-# a lane's share takes the sums over its rows, lane 0's the terms of no row besides.
+# a share takes the sums over its rows, share 0 the terms of no row besides.
 GRADIENT_SOURCE = r"""
 template <typename T, typename Data>
 FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& data,
@@ -174,7 +173,7 @@ def diamonds(qr: bool = True) -> Model:
     """posteriordb's diamonds (brms), x = (theta[1..24], Intercept, log_sigma) with b = R*^-1 theta
     (qr=True, the default) or x = (b[1..24], Intercept, log_sigma) (qr=False); data XT [24, 5000]
     (Q*^T or the centred predictors, by column), B [24, 24] (R*^-1 or the identity), Y [5000];
-    its rows over LANES lanes a chain."""
+    in the rows form (CppTarget's lanes="auto")."""
     raw = load_posterior(POSTERIOR)["data"]
     X = torch.tensor(raw["X"], dtype=torch.float64)
     Xc, _ = centred_predictors(X)
@@ -187,5 +186,5 @@ def diamonds(qr: bool = True) -> Model:
         names=indexed("theta" if qr else "b", Kc) + ("Intercept", "log_sigma"),
         constrained_names=indexed("b", Kc) + ("Intercept", "sigma"),
         log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, B=B),
-        posteriordb=POSTERIOR, lanes=LANES,
+        posteriordb=POSTERIOR,
         torch_form=functools.partial(_torch_form, data, "theta" if qr else "b", Kc))

@@ -58,8 +58,9 @@ class Model:
             float64, where they are known in closed form (funnel, Rosenbrock); else None.
         posteriordb: the posteriordb posterior this model reproduces (``"eight_schools-
             eight_schools_noncentered"``), whose reference summary is over ``constrained_names``.
-        lanes: CppTarget's lanes: above 1 the sources define a lane's share of the data's rows
-            (``log_density_rows``, ``log_density_and_gradient_rows``) instead.
+        lanes: CppTarget's lanes ("auto", the default, or 1 .. 32 for sources in the rows form,
+            which define a share of the data's rows: ``log_density_rows``,
+            ``log_density_and_gradient_rows``).
         torch_form: () -> :class:`TorchForm`, the same model written for ``fused_hmc.TorchModel``
             (on the same data), or None.
     """
@@ -77,7 +78,7 @@ class Model:
     exact_mean: torch.Tensor | None = field(default=None, repr=False)
     exact_var: torch.Tensor | None = field(default=None, repr=False)
     posteriordb: str | None = None
-    lanes: int = 1
+    lanes: int | str = "auto"
     torch_form: Callable[[], TorchForm] | None = field(default=None, repr=False)
 
     def __post_init__(self):

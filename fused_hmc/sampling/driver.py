@@ -613,6 +613,7 @@ class Sampler:
             max_leapfrog_steps=self.max_leapfrog_steps,
             warmup_gradient_evaluations=warm_gradients,
             sampling_gradient_evaluations=gradients,
+            lanes=self._chains.lanes,
         )
 
     # ---- internals ------------------------------------------------------------------------------

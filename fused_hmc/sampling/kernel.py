@@ -73,7 +73,11 @@ class ChainKernel:
                  key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int,
                  trajectory_length: float | None = None, max_leapfrog_steps: int = 1000,
                  pool_over=None):
-        self.target_name = target.op_name(q.dtype, q.device)
+        self.target_name = target.op_name(q.dtype, q.device, chains=q.shape[0])
+        # The CUDA threads a chain of a rows-form CppTarget takes (the draws do not depend on
+        # them); None for the other targets.
+        self.lanes = target.lanes_for(q.shape[0], q.device) if hasattr(target, "lanes_for") \
+            else None
         self.target_tensors = target.op_tensors(q.dtype, q.device)
         self.target_scalars = target.op_scalars()
         step = step_size.to(dtype=torch.float64, device=q.device).clone()

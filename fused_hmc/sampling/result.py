@@ -75,6 +75,9 @@ class SampleResult(NamedTuple):
             :class:`fused_hmc.sampling.distributed.GlobalSummary`: merged moments, summed
             acceptance, the draws of the first global chains for ESS / R-hat), which
             :meth:`summary` then prints; None otherwise (not saved by :meth:`save`).
+        lanes: the CUDA threads each chain of a rows-form CppTarget took (lanes="auto" chooses
+            them from the chain count and the GPU; 1 on the CPU); the draws do not depend on
+            them. None for the other targets.
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -107,6 +110,7 @@ class SampleResult(NamedTuple):
     max_leapfrog_steps: int | None = None
     warmup_gradient_evaluations: int | None = None
     sampling_gradient_evaluations: int | None = None
+    lanes: int | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""

@@ -25,9 +25,10 @@ _TENSORS = {"mean": _CHAIN_DIM, "var": _CHAIN_DIM, "accept_count": _CHAIN,
             "step_size": _CHAIN, "inverse_mass": _CHAIN_DIM}
 _SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
             "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
-# Scalars files saved before the trajectory length and gradient counts existed lack (None then).
+# Scalars files saved before the trajectory length, gradient counts and lanes existed lack (None
+# then).
 _NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
-                  "sampling_gradient_evaluations")
+                  "sampling_gradient_evaluations", "lanes")
 _TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
                                           targets_module.DiagonalGaussian,
                                           targets_module.DenseGaussian)}
@@ -70,9 +71,10 @@ def read_target(parent):
         tensors = storage.read_tensors(group, torch.device("cpu"))
         data = {name: tensors[name] for name in group.attrs["tensor_order"]}
         data.update(group.attrs["scalars"])
+        lanes = group.attrs.get("lanes", 1)  # files before lanes: 1
         return CppTarget(group.attrs["source"], int(group.attrs["dim"]), data=data or None,
                          names=group.attrs["names"], gradient=bool(group.attrs["gradient"]),
-                         lanes=int(group.attrs.get("lanes", 1)))  # files before lanes: 1
+                         lanes=lanes if lanes == "auto" else int(lanes))
     if kind not in _TARGETS:
         raise ValueError(f"unknown target kind {kind!r} in the file")
     return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))

@@ -60,7 +60,8 @@ def test_diamonds_matches_posteriordb_on_cuda():
     condition number about 1.5 after a diagonal mass, against 2.6e5 in b), reported in b;
     Stan's warm-up per chain (a pooled mass matrix is spoiled by chains that converge late from
     Stan's far starts), L = 8, the hand-written gradient, float64. A chain's rows are spread
-    over its 8 lanes (models.diamonds' LANES), so 4096 chains fill the GPU."""
+    over the lanes CppTarget chooses (lanes="auto": 16 on an H200 at 4096 chains), so 4096
+    chains fill the GPU."""
     res, _ = _check_against_reference(models.diamonds(), "cuda", 4096, 1000, 1000, True,
                                       num_leapfrog_steps=8, jitter=0.2)
     assert 0.6 < float(res.mean_accept_prob.mean()) < 0.95

@@ -72,12 +72,12 @@ def _fields(data) -> tuple[str, str]:
 
 
 def _lane_sums(model) -> str:
-    """For a model over lanes (Model.lanes > 1): log_density (and log_density_and_gradient) as
-    the sum of its lanes' shares, in lane order (not the kernels' pairwise order: an independent
-    reading)."""
-    if model.lanes == 1:
+    """For a model in the rows form (it defines log_density_rows): log_density (and
+    log_density_and_gradient) as the sum of 4 strided shares, in order (not the kernels' 32
+    partials in a pairwise tree: an independent reading)."""
+    if "log_density_rows" not in model.source:
         return ""
-    lanes, dim = model.lanes, model.dim
+    lanes, dim = 4, model.dim
     out = f"""
 template <typename T, typename D> T log_density(const T* x, const D& d) {{
   T lp = 0.0;

@@ -63,11 +63,21 @@ FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& da
 }
 """
 
-# One lane's share alone, as a one-lane target: the lane and the lanes come in the data.
-ONE_SHARE = SHARE + r"""
+# The same model as a plain (one-call) source whose log_density forms the 32 strided partials and
+# adds them by a recursive pairwise tree, written here independently of csrc/math/lane_rows.h's
+# loop and stack. The share is renamed so that this source is not in the rows form. With duals,
+# each derivative is added by the same tree as the value.
+TREE = SHARE.replace("log_density_rows", "share_rows") + r"""
+template <typename T, typename Data>
+FUSED_HMC_HD T tree(const T* x, const Data& data, int64_t first, int64_t count) {
+  if (count == 1) return share_rows(x, data, fused_hmc::Rows{first, 32});
+  const T left = tree(x, data, first, count / 2);
+  return left + tree(x, data, first + count / 2, count / 2);
+}
+
 template <typename T, typename Data>
 FUSED_HMC_HD T log_density(const T* x, const Data& data) {
-  return log_density_rows(x, data, fused_hmc::Rows{data.lane, data.lanes});
+  return tree(x, data, 0, 32);
 }
 """
 
@@ -86,50 +96,59 @@ def _log_prob(x: torch.Tensor, data: dict) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def lanes4() -> CppTarget:
-    return CppTarget(SHARE + GRADIENT, DIM, data=_data(), log_prob=_log_prob, gradient=True,
-                     lanes=4)
+def rows() -> CppTarget:
+    """The rows form with lanes="auto": one lane a chain on the CPU."""
+    return CppTarget(SHARE + GRADIENT, DIM, data=_data(), log_prob=_log_prob, gradient=True)
 
 
 def _points(n: int, dtype=torch.float64) -> torch.Tensor:
     return torch.randn(n, DIM, generator=torch.Generator().manual_seed(3), dtype=dtype)
 
 
-def test_the_lanes_sum_their_shares_pairwise_bit_for_bit(lanes4):
+def test_log_p_is_the_fixed_tree_of_32_partials_bit_for_bit(rows):
     x = _points(64)
-    shares = [CppTarget(ONE_SHARE, DIM, data=_data() | {"lane": lane, "lanes": 4})
-              for lane in range(4)]
-    values = [s.log_density(x) for s in shares]
-    gradients = [s.gradient(x) for s in shares]
-    assert torch.equal(lanes4.log_density(x), (values[0] + values[1]) + (values[2] + values[3]))
-    pairwise = (gradients[0] + gradients[1]) + (gradients[2] + gradients[3])
-    assert torch.equal(lanes4.dual_log_density_and_gradient(x)[1], pairwise)  # the duals'
-    assert torch.equal(lanes4.dual_log_density_and_gradient(x)[0], lanes4.log_density(x))
+    tree = CppTarget(TREE, DIM, data=_data())
+    assert not tree.rows_form and rows.rows_form and rows.lanes == "auto"
+    value, gradient = tree.log_density_and_gradient(x)  # the duals of the tree
+    assert torch.equal(rows.log_density(x), value)
+    assert torch.equal(rows.dual_log_density_and_gradient(x)[1], gradient)
+    assert torch.equal(rows.dual_log_density_and_gradient(x)[0], value)
     # The hand-written share's gradient is another formula: equal to rounding.
-    torch.testing.assert_close(lanes4.gradient(x), pairwise, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(rows.gradient(x), gradient, rtol=1e-13, atol=1e-13)
 
 
-def test_check_passes_against_autograd(lanes4):
+def test_check_passes_against_autograd(rows):
     for dtype in (torch.float64, torch.float32):
-        report = lanes4.check(n=32, dtype=dtype)
+        report = rows.check(n=32, dtype=dtype)
         assert report.worst_value < 1 and report.worst_gradient < 1
         assert report.worst_dual_vs_hand < 1
 
 
 def test_lanes_take_the_share_functions():
-    with pytest.raises(ValueError, match=r"lanes must be one of \[1, 2, 4, 8, 16, 32\], got 3"):
+    with pytest.raises(ValueError, match=r"lanes must be \"auto\" or one of \[1, 2, 4, 8, 16, 32\], "
+                                         r"got 3"):
         CppTarget(SHARE, DIM, lanes=3)
-    for bad in (0, 64, True, 2.0):
-        with pytest.raises(ValueError, match="lanes must be one of"):
+    for bad in (0, 64, True, 2.0, "Auto"):
+        with pytest.raises(ValueError, match="lanes must be"):
             CppTarget(SHARE, DIM, lanes=bad)
     plain = "template <typename T, typename Data> FUSED_HMC_HD T log_density(const T* x, " \
             "const Data& data) { return -x[0] * x[0]; }"
     with pytest.raises(ValueError, match=r"no log_density_rows \(lanes=4\).*fused_hmc::Rows"):
         CppTarget(plain, 1, lanes=4)
+    with pytest.raises(ValueError, match=r"gradient=True, but source defines no log_density_and_"
+                                         r"gradient_rows"):
+        CppTarget(SHARE, DIM, gradient=True)
     with pytest.raises(ValueError, match=r"gradient=True \(lanes=2\).*log_density_and_gradient_"
                                          r"rows"):
         CppTarget(SHARE, DIM, gradient=True, lanes=2)
     assert "lanes=4" in repr(CppTarget(SHARE, DIM, lanes=4))
+    assert "lanes='auto'" in repr(CppTarget(SHARE, DIM))
+    # A plain source takes one lane; the rows form the lanes asked for, or on the CPU with
+    # "auto" one (the lanes change nothing there).
+    assert not CppTarget(plain, 1).rows_form
+    assert CppTarget(plain, 1).lanes_for(4096, "cuda") == 1
+    assert CppTarget(SHARE, DIM, lanes=8).lanes_for(4096, "cpu") == 8
+    assert CppTarget(SHARE, DIM).lanes_for(4096, "cpu") == 1
 
 
 def _sample_run(target: CppTarget, q: torch.Tensor, transitions: int):
