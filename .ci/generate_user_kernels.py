@@ -13,15 +13,18 @@ import torch
 
 from fused_hmc import cpp_build, models
 
-# (model, hand-written gradient, dtype): one thread a chain with duals; 8 lanes a chain.
-MODULES = (("eight_schools", False, torch.float64), ("diamonds", True, torch.float32))
+# (model, hand-written gradient, dtype, lanes): one thread a chain with duals; a rows-form model
+# on 8 lanes, on 16 (lanes="auto"'s choice at 4,096 chains on an H200) and on one lane (its 32
+# partials and their stack of gradients in one thread: the most registers).
+MODULES = (("eight_schools", False, torch.float64, 1), ("diamonds", True, torch.float32, 8),
+           ("diamonds", True, torch.float64, 16), ("diamonds", True, torch.float64, 1))
 
 
 def main() -> None:
     out = Path(sys.argv[1])
-    for name, hand, dtype in MODULES:
-        spec = getattr(models, name)().target(gradient=hand).build_spec(dtype, "cuda")
-        folder = out / f"{name}_{'hand' if hand else 'duals'}_{spec.scalar}"
+    for name, hand, dtype, lanes in MODULES:
+        spec = getattr(models, name)().target(gradient=hand).build_spec(dtype, "cuda", lanes)
+        folder = out / f"{name}_{'hand' if hand else 'duals'}_{spec.scalar}_lanes{lanes}"
         folder.mkdir(parents=True, exist_ok=True)
         for file, text in cpp_build.generated_files(spec).items():
             (folder / file).write_text(text)

@@ -79,7 +79,7 @@ def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5) -> dict:
     from timing import time_adaptive
 
     chains, dtype = q.shape[0], q.dtype
-    name = target.op_name(dtype, q.device)
+    name = target.op_name(dtype, q.device, chains=chains)
     tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
     f64 = dict(dtype=torch.float64, device=q.device)
     step = torch.full((1,), 0.05, **f64)

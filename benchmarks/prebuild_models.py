@@ -1,7 +1,8 @@
 """Compiles models' CUDA modules in parallel processes before a device session's tests and
 benchmarks use them (each module build is single-threaded work for nvcc and g++; a GPU machine's
 cores build several at once). Usage: python benchmarks/prebuild_models.py eight_schools:duals:f32
-diamonds:hand:f64 ... (model:gradient:dtype)."""
+diamonds:hand:f64:16 ... (model:gradient:dtype[:lanes], lanes 1 .. 32 for a rows-form model,
+default: lanes="auto"'s choice at 4,096 chains); "extension" builds the extension itself."""
 from __future__ import annotations
 
 import subprocess
@@ -13,18 +14,24 @@ import torch
 from fused_hmc import models
 model = getattr(models, {name!r})()
 target = model.target(gradient={gradient})
-target.op_name({dtype}, torch.device("cuda"))
+cuda = torch.device("cuda")
+target.module({dtype}, cuda, {lanes} or target.lanes_for(4096, cuda))
 print("built", {spec!r}, flush=True)
 """
+_EXTENSION = "import fused_hmc; fused_hmc.load_extension(); print('built the extension', flush=True)"
 
 
 def main() -> None:
     start = time.perf_counter()
     procs = []
     for spec in sys.argv[1:]:
-        name, gradient, dtype = spec.split(":")
+        if spec == "extension":
+            procs.append((spec, subprocess.Popen([sys.executable, "-c", _EXTENSION])))
+            continue
+        name, gradient, dtype, *lanes = spec.split(":")
         code = _BUILD.format(name=name, gradient=gradient == "hand", spec=spec,
-                             dtype={"f32": "torch.float32", "f64": "torch.float64"}[dtype])
+                             dtype={"f32": "torch.float32", "f64": "torch.float64"}[dtype],
+                             lanes=int(lanes[0]) if lanes else None)
         procs.append((spec, subprocess.Popen([sys.executable, "-c", code])))
     failed = [spec for spec, p in procs if p.wait() != 0]
     print(f"prebuilt {len(procs) - len(failed)} of {len(procs)} modules in "

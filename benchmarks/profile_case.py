@@ -60,7 +60,7 @@ def call_of(kind, chains, dim, transitions, thin, dtype):
 
         model = models.diamonds()
         cpp = model.target(gradient=True)
-        target, tensors, scalars = (cpp.op_name(dtype, dev), cpp.op_tensors(dtype, dev),
+        target, tensors, scalars = (cpp.op_name(dtype, dev, chains=chains), cpp.op_tensors(dtype, dev),
                                     cpp.op_scalars())
         q.copy_(model.initial_point(chains, generator=torch.Generator().manual_seed(SEED)) * 0.01)
         q[:, dim - 2] += 7.8  # Intercept

@@ -1,12 +1,12 @@
-"""CppTarget(lanes=G): a model's data rows spread over a chain's G lanes (csrc/math/lane_rows.h).
+"""CppTarget's rows form: log p as 32 strided partials in one fixed pairwise tree, whatever the
+lanes (csrc/math/lane_rows.h).
 
-References: a logistic regression written once as a lane's share (log_density_rows) and compiled
-two ways: as a lanes=4 target, and as a one-lane target whose log_density is the share of the
-lane its data names, so that each share is evaluated alone. The lanes=4 target must equal the
-pairwise sum of the shares ((s0 + s1) + (s2 + s3): the CUDA butterfly's order) bit for bit, value
-and gradient; torch autograd of a torch log_prob checks the value and both gradients (duals and
-hand-written) through check(). On CUDA, the chain kernels run a chain in 4 threads (8 chains a
-warp, taking different numbers of leapfrog steps) and must agree with the CPU's chains.
+References: a logistic regression written once as a share (log_density_rows), and the same share
+summed by a recursive pairwise tree in a plain source (TREE), independent of lane_rows.h's loop and
+stack: value and dual gradient equal bit for bit. torch autograd of a torch log_prob checks the
+value and both gradients (duals and hand-written) through check(). Sampling: the same chains bit
+for bit for lanes 1, 4 and 32 on the CPU, and on CUDA agreeing with the CPU to rounding
+(test_diamonds_lanes.py has CUDA's bit-for-bit tests over every lanes).
 """
 from __future__ import annotations
 
@@ -159,11 +159,61 @@ def _sample_run(target: CppTarget, q: torch.Tensor, transitions: int):
                  accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
                  accept_prob_sum=torch.zeros(chains, **f64),
                  gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
-    ops.run(q, target.op_name(q.dtype, device), target.op_tensors(q.dtype, device),
+    ops.run(q, target.op_name(q.dtype, device, chains=chains), target.op_tensors(q.dtype, device),
             target.op_scalars(), torch.tensor([0.2], **f64), torch.empty(0, dtype=q.dtype,
                                                                           device=device),
             0.1, 12, 2026, 0, 0, transitions, trajectory_length=1.1, **stats)
     return stats
+
+
+@pytest.fixture(scope="module")
+def explicit_lanes() -> dict[int, CppTarget]:
+    """lanes=4 and lanes=32 (each its own module: a CPU build is minutes on a small CI machine,
+    so only these two beside "auto"'s one lane; CUDA runs every lanes, below)."""
+    return {g: CppTarget(SHARE + GRADIENT, DIM, data=_data(), log_prob=_log_prob, gradient=True,
+                         lanes=g) for g in (4, 32)}
+
+
+@pytest.mark.slow
+def test_cpu_draws_are_bit_identical_for_any_lanes(rows, explicit_lanes):
+    """The CPU build of lanes 1, 4 and 32 (every one forms the same tree in one thread): the same
+    chains bit for bit, and their log p the float64 reference's (the torch log_prob) to
+    rounding, so the common tree is the right sum."""
+    q0 = _points(24) * 0.3
+    runs = {}
+    for g, target in [(1, rows), *explicit_lanes.items()]:
+        q = q0.clone()
+        stats = _sample_run(target, q, 6)
+        assert target.lanes_for(q.shape[0], q.device) == g
+        runs[g] = [q] + list(stats.values())
+    for g in (4, 32):
+        for a, b in zip(runs[1], runs[g]):
+            assert torch.equal(a, b), g
+    final = runs[1][0]
+    assert not torch.equal(final, q0)
+    reference = torch.stack([_log_prob(x, _data()) for x in final])
+    torch.testing.assert_close(rows.log_density(final), reference, rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_sampling_records_the_lanes_and_saving_keeps_them(rows, explicit_lanes, tmp_path):
+    import fused_hmc
+
+    q0 = _points(8) * 0.3
+    run = dict(num_warmup=0, seed=4, progress=False, step_size=0.2, num_leapfrog_steps=4)
+    auto = fused_hmc.sample(q0, 5, target=rows, **run)
+    four = fused_hmc.sample(q0, 5, target=explicit_lanes[4], **run)
+    assert (auto.lanes, four.lanes) == (1, 4)
+    assert torch.equal(auto.samples, four.samples)
+    four.save(tmp_path / "four")
+    back = fused_hmc.load(tmp_path / "four")
+    assert back.lanes == 4 and back.target.lanes == 4
+    assert fused_hmc.sample(q0, 2, **run).lanes is None  # a Gaussian has no lanes
+
+
+@pytest.fixture(scope="module")
+def lanes4(explicit_lanes) -> CppTarget:
+    return explicit_lanes[4]
 
 
 @pytest.mark.cuda
