@@ -12,6 +12,8 @@ Importing this module does not import zarr (it is imported on first use).
 """
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import secrets
 import shutil
@@ -46,6 +48,23 @@ def directory_store(path, mode: str):
 def zip_store(path, mode: str):
     """A store in one zip file at `path` ("r" or "w")."""
     return zarr().storage.ZipStore(str(path), mode=mode)
+
+
+@contextlib.contextmanager
+def zip_root(path: Path, what: str):
+    """The root group of the zip file at `path` (which should hold `what`), closed on leaving; a
+    file that is not a complete zip (truncated, or some other file) raises ValueError naming it."""
+    store = zip_store(path, "r")
+    try:
+        root = open_root(store, "r")
+    except zipfile.BadZipFile as exc:  # (store.close() would fail: nothing was opened)
+        raise ValueError(f"{path} is not {what}: not a complete zip file ({exc})") from None
+    try:
+        yield root
+    except zipfile.BadZipFile as exc:  # a damaged member
+        raise ValueError(f"{path} is not {what}: a damaged zip file ({exc})") from None
+    finally:
+        store.close()
 
 
 def open_root(store, mode: str, attributes: dict | None = None):
@@ -248,6 +267,26 @@ def replace_file(path: Path, write) -> None:
     except BaseException:
         remove(tmp)
         raise
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Removes the temporaries beside `path` (temporary_sibling's, and names made from them) that
+    killed writers left: those of this process and of processes that no longer run."""
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = leftover.name[len(path.name) + 6:].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _is_running(int(pid)):
+            continue
+        remove(leftover)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def remove(path: Path) -> None:
