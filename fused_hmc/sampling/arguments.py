@@ -75,7 +75,10 @@ def check_target(target, mu, q: torch.Tensor):
     if target is None:
         return None
     from ..cpp_target import CppTarget
+    from .stored_target import StoredCppTarget, UntrustedSourceError, refusal
 
+    if isinstance(target, StoredCppTarget):
+        raise UntrustedSourceError(f"target: {refusal('this StoredCppTarget (read from a file)')}")
     if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian, CppTarget)):
         raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
                         f"DenseGaussian, or a fused_hmc.CppTarget, got {type(target).__name__}")

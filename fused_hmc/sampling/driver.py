@@ -280,7 +280,8 @@ class Sampler:
         return self._next
 
     @classmethod
-    def from_checkpoint(cls, path, *, device=None, progress: bool | None = None) -> Sampler:
+    def from_checkpoint(cls, path, *, target=None, trust_source: bool = False, device=None,
+                        progress: bool | None = None) -> Sampler:
         """The sampler whose checkpoint is at `path` (``checkpoint=path``), in any process: its
         ``run()`` continues the run that was checkpointed (a run stopped by Ctrl-C, killed or
         still going when the checkpoint was written) with results bit-identical to that run left
@@ -288,8 +289,15 @@ class Sampler:
         ``out=`` store, cut back to the draws the checkpoint counted). device: where to continue
         (default: the device it ran on; another device gives the same chains up to rounding);
         progress: show a progress bar (default: as the checkpointed sampler did).
+
+        A checkpoint is data: the C++ source of a CppTarget in it is not compiled unless `target`
+        gives the target again (it must be the one the checkpoint ran) or ``trust_source=True``
+        says the file is trusted (fused_hmc.sampling.stored_target).
         """
+        from .stored_target import resupplied
+
         arguments, tensors, integers, draws = read_checkpoint(path, device)
+        arguments["target"] = resupplied(arguments["target"], target, trust_source, path)
         if progress is not None:
             arguments["progress"] = progress
         # The checkpoint's q is the chains' state, not their start: not grouped again.

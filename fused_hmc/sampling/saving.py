@@ -17,6 +17,7 @@ from . import rank_stores, storage
 from .resources import check_memory
 from .result import SampleResult
 from .warmup import WarmupSettings
+from .stored_target import StoredCppTarget
 
 FORMAT = 1
 _CHAIN, _CHAIN_DIM = ("chain",), ("chain", "dim")
@@ -43,7 +44,7 @@ def write_target(parent, target) -> None:
         return
     from ..cpp_target import CppTarget
 
-    if isinstance(target, CppTarget):
+    if isinstance(target, (CppTarget, StoredCppTarget)):
         tensors = {k: v for k, v in target.data.items() if isinstance(v, torch.Tensor)}
         scalars = {k: v for k, v in target.data.items() if not isinstance(v, torch.Tensor)}
         group = parent.create_group("target", attributes={
@@ -61,18 +62,18 @@ def write_target(parent, target) -> None:
 
 def read_target(parent):
     if "target" not in parent:
+    """The target of group ``target`` of `parent` (None without one); a CppTarget as inert data
+    (stored_target.py: a file's source is never compiled unasked)."""
         return None
     group = parent["target"]
     kind = group.attrs["kind"]
     if kind == "CppTarget":
-        from ..cpp_target import CppTarget
-
         tensors = storage.read_tensors(group, torch.device("cpu"))
         data = {name: tensors[name] for name in group.attrs["tensor_order"]}
         data.update(group.attrs["scalars"])
-        return CppTarget(group.attrs["source"], int(group.attrs["dim"]), data=data or None,
-                         names=group.attrs["names"], gradient=bool(group.attrs["gradient"]),
-                         lanes=int(group.attrs.get("lanes", 1)))  # files before lanes: 1
+        return StoredCppTarget(str(group.attrs["source"]), int(group.attrs["dim"]), data,
+                               group.attrs["names"], bool(group.attrs["gradient"]),
+                               int(group.attrs.get("lanes", 1)))  # files before lanes: 1
     if kind not in _TARGETS:
         raise ValueError(f"unknown target kind {kind!r} in the file")
     return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))
