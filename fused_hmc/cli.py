@@ -55,6 +55,14 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 # ---- argument types: each names the rule, and argparse prefixes the flag --------------------
 
+def _parameter_list(text: str) -> list[int | str]:
+    """Comma-separated parameter names or indices (digits: an index)."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names or indices, got {text!r}")
+    return [int(item) if item.isdigit() else item for item in items]
+
+
 def _integer(minimum: int, maximum: int | None = None):
     def parse(text: str) -> int:
         try:
@@ -361,7 +369,7 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 # With --resume the run's settings come from the checkpoint; only these flags may be given too.
-_WITH_RESUME = ("resume", "device", "no_progress", "plot")
+_WITH_RESUME = ("resume", "device", "no_progress", "plot", "plot_params")
 
 
 def _resumed_sampler(args: argparse.Namespace):
@@ -370,7 +378,8 @@ def _resumed_sampler(args: argparse.Namespace):
     for dest, default, flag in args.sample_flags:
         if dest not in _WITH_RESUME and getattr(args, dest) != default:
             raise CliError(flag, "a resumed run takes its settings from the checkpoint (only "
-                                 "--device, --no-progress and --plot go with --resume)")
+                                 "--device, --no-progress, --plot and --plot-params go with "
+                                 "--resume)")
     return Sampler.from_checkpoint(args.resume, device=args.device, progress=not args.no_progress)
 
 
@@ -388,14 +397,32 @@ def _settings_of(args: argparse.Namespace, sampler, res) -> None:
     args.max_leapfrog_steps = res.max_leapfrog_steps
 
 
-def _plot(args: argparse.Namespace, res) -> None:
+def _plot_params(args: argparse.Namespace, target) -> list[int] | None:
+    """The dimensions --plot-params names, checked before the run (None without --plot)."""
+    from .diagnostics import parameter_indices
+    from .plots import DEFAULT_PARAMS
+
+    if args.plot is None:
+        if args.plot_params is not None:
+            raise CliError("--plot-params", "chooses what --plot draws: give --plot PNG too")
+        return None
+    try:
+        return parameter_indices(args.plot_params, target.dim, getattr(target, "names", None),
+                                 default=DEFAULT_PARAMS, argument="--plot-params")
+    except ValueError as exc:
+        raise CliError("--plot-params", str(exc).removeprefix("--plot-params ")) from None
+
+
+def _plot(args: argparse.Namespace, res, params: list[int]) -> None:
     if res.num_kept < 2:
         warn(f"--plot skipped: it needs 2 kept draws per chain, the run kept {res.num_kept}")
         return
-    res.plot(args.plot)
-    dims = min(4, res.final_state.shape[1])
-    print(f"plot              trace and rank plots of dims 0 .. {dims - 1} (first 4 chains) in "
-          f"{args.plot}")
+    res.plot(args.plot, params=params)
+    from .plots import parameter_labels
+
+    labels = parameter_labels(res)
+    print(f"plot              trace and rank plots of {', '.join(labels[j] for j in params)} "
+          f"(first 4 chains) in {args.plot}")
 
 
 def _sample_ranks(args: argparse.Namespace, ranks) -> int:
@@ -465,6 +492,7 @@ def _sample(args: argparse.Namespace) -> int:
         sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
                           out=args.out, checkpoint=args.checkpoint,
                           checkpoint_every=args.checkpoint_every, **settings)
+    plot_params = _plot_params(args, target)
     start = time.perf_counter()
     res = sampler.run(None if args.resume is not None else args.samples)  # the device has finished
     elapsed = time.perf_counter() - start
@@ -486,7 +514,7 @@ def _sample(args: argparse.Namespace) -> int:
         print(f"draws             in {res.samples_path} with the whole result "
               "(fused_hmc.load reads it; a zarr store xarray and ArviZ open)")
     if args.plot is not None:
-        _plot(args, res)
+        _plot(args, res, plot_params)
     return 130 if res.interrupted else 0
 
 
@@ -663,8 +691,12 @@ def _add_sample_parser(sub) -> None:
               "result it would have had; its settings come from the checkpoint, which it keeps "
               "writing (default: a new run)")
     flag("--plot", metavar="PNG", default=None,
-         help="write trace and rank plots of the first 4 dims (first 4 chains) to PNG "
-              "(default: no plot)")
+         help="write trace and rank plots of the first 4 chains to PNG, one row per parameter "
+              "(--plot-params) titled by its name (default: no plot)")
+    flag("--plot-params", metavar="P,P,...", type=_parameter_list, default=None,
+         help="the parameters --plot draws, comma-separated: names of the sampled (for a "
+              "--model, unconstrained) parameters, as the summary names them, or dimension "
+              "indices from 0 (default: the first 4)")
     p.set_defaults(run=_sample, sample_flags=[
         (a.dest, a.default, a.option_strings[-1 if a.default is True else 0])
         for a in p._actions if a.option_strings and a.dest != "help"])
@@ -711,8 +743,11 @@ def _add_validate_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="fused-hmc", description=__doc__.split("\n")[0],
                      formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_sample_parser(sub)
     _add_validate_parser(sub)

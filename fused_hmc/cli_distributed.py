@@ -21,7 +21,7 @@ from .cli import CliError
 
 # Flags a distributed run does not support yet.
 _UNSUPPORTED = (("checkpoint", "--checkpoint"), ("resume", "--resume"), ("plot", "--plot"),
-                ("superchains", "--superchains"))
+                ("plot_params", "--plot-params"), ("superchains", "--superchains"))
 
 
 def world_size() -> int:

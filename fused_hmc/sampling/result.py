@@ -175,9 +175,10 @@ class SampleResult(NamedTuple):
         save_result(self, path, overwrite=overwrite)
 
     def plot(self, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
-        """Writes a PNG to `path`: for each parameter (a dimension index of q; default the first
-        4), its trace (left) and rank plot (right) over the first `chains` chains, drawn with
-        arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
+        """Writes a PNG to `path`: for each parameter (a dimension index of q or the target's
+        name for it, one or a list; default the first 4), its trace (left, with a legend of the
+        chains) and rank plot (right) over the first `chains` chains, each titled by the
+        parameter's name, drawn with arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
         is 10 dpi wide and 2.5 dpi per parameter high. Chains longer than 500 draws are thinned
         evenly to at most 500 for the plots. See :func:`fused_hmc.plots.plot_trace_rank`.
         """
