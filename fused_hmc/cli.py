@@ -372,15 +372,44 @@ def _check_paths(args: argparse.Namespace) -> None:
 _WITH_RESUME = ("resume", "device", "no_progress", "plot", "plot_params")
 
 
+# A checkpoint's C++ target is not compiled from it (a file is data): these flags give it again.
+_TARGET_WITH_RESUME = ("target", "model", "data", "dim", "gradient", "lanes")
+
+
 def _resumed_sampler(args: argparse.Namespace):
     from .sampling import Sampler
 
     for dest, default, flag in args.sample_flags:
-        if dest not in _WITH_RESUME and getattr(args, dest) != default:
+        if dest not in _WITH_RESUME + _TARGET_WITH_RESUME and getattr(args, dest) != default:
             raise CliError(flag, "a resumed run takes its settings from the checkpoint (only "
                                  "--device, --no-progress, --plot and --plot-params go with "
                                  "--resume)")
-    return Sampler.from_checkpoint(args.resume, device=args.device, progress=not args.no_progress)
+    from .sampling.stored_target import TargetMismatchError, UntrustedSourceError
+
+    target = _resumed_target(args)
+    try:
+        return Sampler.from_checkpoint(args.resume, target=target, device=args.device,
+                                       progress=not args.no_progress)
+    except UntrustedSourceError:
+        raise CliError("--resume", f"{args.resume} holds a C++ target, which is not compiled "
+                                   "from the checkpoint (a file is data): give it again, with "
+                                   "--target FILE.cpp --dim N (and its --data, --gradient, "
+                                   "--lanes) or --model NAME") from None
+    except TargetMismatchError as exc:
+        raise CliError("--model" if args.model is not None else "--target", str(exc)) from None
+
+
+def _resumed_target(args: argparse.Namespace):
+    """The C++ target --target FILE.cpp or --model gives beside --resume (None without them)."""
+    from . import cli_models
+
+    if args.model is None and args.target is None:
+        return None
+    if args.model is None and not cli_models.is_cpp_path(args.target):
+        raise CliError("--target", "with --resume, gives a C++ target again (FILE.cpp); a "
+                                   "Gaussian target is read from the checkpoint")
+    cli_models.resolve_flags(args)
+    return cli_models.user_target(args).target
 
 
 def _settings_of(args: argparse.Namespace, sampler, res) -> None:

@@ -19,6 +19,10 @@ class UntrustedSourceError(ValueError):
     """A C++ source read from a file was about to be compiled without the caller's say-so."""
 
 
+class TargetMismatchError(ValueError):
+    """The target given again is not the one the file holds."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class StoredCppTarget:
     """A CppTarget as a file holds it: inert data (compiles and runs nothing).
@@ -85,7 +89,7 @@ def resupplied(stored, target, trust_source: bool, path):
                       else None if target == stored
                       else f"it is {target!r}, the checkpoint's {stored!r}")
         if difference is not None:
-            raise ValueError(f"target is not the target the checkpoint {path} ran: "
+            raise TargetMismatchError(f"target is not the target the checkpoint {path} ran: "
                              f"{difference}")
         return target
     if isinstance(stored, StoredCppTarget):

@@ -100,3 +100,22 @@ def test_a_loaded_results_target_is_inert_data(tmp_path, compiles):
     assert compiles == []
     trusted = back.target.to_cpp_target()  # the explicit call: a CppTarget, compiled on first use
     assert isinstance(trusted, CppTarget) and trusted.source == EVIL and compiles == []
+
+
+def test_the_cli_resumes_a_cpp_checkpoint_only_with_the_target_given_again(tmp_path, compiles,
+                                                                            capsys):
+    from fused_hmc import cli
+
+    ck = _checkpoint_holding(tmp_path, CppTarget(EVIL, 5))
+    (tmp_path / "model.cpp").write_text(EVIL)
+    (tmp_path / "other.cpp").write_text(HONEST)
+    assert cli.main(["sample", "--resume", str(ck)]) == 2
+    assert "argument --resume: " in capsys.readouterr().err
+    assert cli.main(["sample", "--resume", str(ck), "--target", str(tmp_path / "other.cpp"),
+                     "--dim", "5"]) == 2
+    assert "argument --target: target is not the target" in capsys.readouterr().err
+    assert compiles == []
+    with pytest.raises(Compiled):
+        cli.main(["sample", "--resume", str(ck), "--target", str(tmp_path / "model.cpp"),
+                  "--dim", "5"])
+    assert compiles == [EVIL]
