@@ -19,3 +19,5 @@ __all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "load",
 
 from .cpp_target import CppTarget  # noqa: E402
 __all__ += ["CppTarget"]
+from .torch_model import TorchModel  # noqa: E402
+__all__ += ["TorchModel"]
