@@ -3,7 +3,8 @@
 Group ``fused_hmc`` holds every tensor field of the result (in its own dtype), the scalars as
 attributes (the seed as a decimal string: it may not fit a signed 64-bit integer), the warm-up
 settings, the dtype and device, and the target in ``fused_hmc/target``; group ``posterior`` the
-draws, when there are any.
+draws, when there are any, and beside ``q`` the constrained draws of a target with ``constrain``
+(as data, :mod:`fused_hmc.sampling.constrained`: loading them runs none of the target's code).
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from pathlib import Path
 import torch
 
 from .. import targets as targets_module
-from . import rank_stores, storage
+from . import constrained, rank_stores, storage
 from .resources import check_memory
 from .result import SampleResult
-from .warmup import WarmupSettings
 from .stored_target import StoredCppTarget
+from .warmup import WarmupSettings
 
 FORMAT = 1
 _CHAIN, _CHAIN_DIM = ("chain",), ("chain", "dim")
@@ -61,9 +62,9 @@ def write_target(parent, target) -> None:
 
 
 def read_target(parent):
-    if "target" not in parent:
     """The target of group ``target`` of `parent` (None without one); a CppTarget as inert data
     (stored_target.py: a file's source is never compiled unasked)."""
+    if "target" not in parent:
         return None
     group = parent["target"]
     kind = group.attrs["kind"]
@@ -125,8 +126,17 @@ def complete_stream_store(path, res: SampleResult) -> None:
     other fields, and metadata that xarray reads."""
     root = storage.open_root(storage.directory_store(path, "a"), "r+")
     root["posterior"].attrs.update(res.posterior_attrs())
+    write_constrained(root, res)
     write_result_group(root, res)
     storage.consolidate(path)
+
+
+def write_constrained(root, res: SampleResult) -> None:
+    """The result's constrained draws (when it has them: see constrained.of_result) into
+    ``posterior``."""
+    values = res.constrained_draws()
+    if values is not None:
+        constrained.write(root["posterior"], values)
 
 
 def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
@@ -150,6 +160,7 @@ def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
             draws = storage.DrawStore.create(root, chains, dim, res.final_state.dtype,
                                              res.chain_offset, res.posterior_attrs())
             draws.fill_from(source, res.num_kept)
+            write_constrained(root, res)
         write_result_group(root, res)
         storage.consolidate(tmp)
         storage.publish_directory(tmp, path, overwrite)
@@ -194,7 +205,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     if samples and kind == "none":
         raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")
     in_memory = kind == "memory" if samples is None else samples
-    fields["samples"] = fields["samples_path"] = None
+    fields["samples"] = fields["samples_path"] = fields["constrained"] = None
     if kind != "none" and in_memory:
         chains, dim = fields["final_state"].shape
         check_memory(chains * attrs["num_kept"] * dim * fields["final_state"].element_size(),
@@ -202,6 +213,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
                      "pass samples=False to leave them on disk")
         draws = storage.DrawStore(root["posterior"])
         fields["samples"] = draws.read(attrs["num_kept"], where)
+        fields["constrained"] = constrained.read(root["posterior"], attrs["num_kept"], where)
     elif kind != "none":
         fields["samples_path"] = str(path)
     return SampleResult(seed=int(attrs["seed"]), warmup=read_warmup(attrs["warmup"]),
