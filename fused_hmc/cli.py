@@ -278,6 +278,16 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
     if rate < _LOW_ACCEPTANCE:
         warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
               "use a smaller --step-size, or --warmup to adapt it")
+    warn_stuck_chains(res)
+
+
+def warn_stuck_chains(res) -> None:
+    """The warning on chains that accepted no transition (sampling.stuck_chains)."""
+    from .sampling import stuck_chains
+
+    ids = stuck_chains.stuck_chain_ids(res)
+    if ids:
+        warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
 
 
 def _report_moments(target, res) -> None:
@@ -397,6 +407,8 @@ def _resumed_sampler(args: argparse.Namespace):
                                    "--lanes) or --model NAME") from None
     except TargetMismatchError as exc:
         raise CliError("--model" if args.model is not None else "--target", str(exc)) from None
+    except (ValueError, TypeError, OSError) as exc:  # not a checkpoint, or not a readable one
+        raise CliError("--resume", str(exc)) from None
 
 
 def _resumed_target(args: argparse.Namespace):
@@ -596,6 +608,7 @@ def _validate(args: argparse.Namespace) -> int:
 # ---- the parser -------------------------------------------------------------------------------
 
 def _add_sample_parser(sub) -> None:
+    from .cli_model_file import model_kind
     from .cli_models import CPP_SUFFIXES, GAUSSIANS, MODEL_WARMUP, target_kind
     from .models import MODELS
 
@@ -641,11 +654,14 @@ def _add_sample_parser(sub) -> None:
               + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
               "first use and cached (README.md, \"Your own model\"), with --dim and --data "
               "(default: standard)")
-    flag("--model", choices=sorted(MODELS), default=None,
-         help="a model of fused_hmc.models with its data instead of a --target; the summary is "
-              "in its named, constrained parameters (default: none)")
+    flag("--model", type=model_kind, default=None, metavar="NAME|FILE.py[:NAME]",
+         help=f"a model of fused_hmc.models ({', '.join(sorted(MODELS))}) with its data, or a "
+              "fused_hmc.TorchModel in a Python file (NAME: a module-level TorchModel or a "
+              "function of --data's dict returning one; docs/TORCH_MODELS.md), instead of a "
+              "--target; the summary is in its named, constrained parameters (default: none)")
     flag("--data", metavar="FILE.json", default=None,
-         help="the data of --target FILE.cpp, read in C++ as data.<name>: a JSON object of "
+         help="the data of --target FILE.cpp (read in C++ as data.<name>) or of a --model "
+              "FILE.py's function (its dict argument): a JSON object of "
               "name -> number or (nested) list of numbers. A list of JSON integers only becomes "
               "an int64 tensor (int64_t in C++; write 28.0 for a real), any other list a tensor "
               "of the chains' dtype; an integer an int64_t, any other number a scalar of the "
@@ -798,6 +814,23 @@ def _in_flags(message: str) -> str:
     return _API_NAME.sub(lambda m: _FLAG_OF[m.group(0)], " ".join(message.split()))
 
 
+# An allocation's failure, as torch's CPU allocator, its CUDA caching allocator and Python say it.
+_NO_MEMORY = re.compile(r"can't allocate memory|out of memory|MemoryError", re.IGNORECASE)
+_REQUEST = re.compile(r"allocate (\d+) bytes|allocate ([\d.]+ [KMGT]i?B)", re.IGNORECASE)
+
+
+def _out_of_memory(exc: BaseException) -> str | None:
+    """One line for an allocation the machine refused (naming the flags that size the run), or
+    None when `exc` is something else."""
+    if not (isinstance(exc, MemoryError) or _NO_MEMORY.search(str(exc))):
+        return None
+    request = _REQUEST.search(str(exc))
+    size = ("" if request is None else f" ({float(request[1]) / 1e9:.3g} GB asked for)"
+            if request[1] else f" ({request[2]} asked for)")
+    return (f"out of memory{size}: the run does not fit on this machine; use fewer --chains, a "
+            "smaller --dim, fewer --samples (or a larger --thin), or --no-keep-samples")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -821,9 +854,13 @@ def main(argv: list[str] | None = None) -> int:
         message, status = str(exc), 2
     except CudaUnavailableError as exc:
         message, status = f"argument --device: {exc}", 2
-    except (ValueError, SamplesTooLargeError) as exc:  # what the checks let through
+    except (ValueError, TypeError, SamplesTooLargeError) as exc:  # what the checks let through
         message, status = _in_flags(str(exc)), 2
-    except ExtensionBuildError as exc:
+    except (ExtensionBuildError, OSError) as exc:  # the build, or a file the run reads or writes
         message, status = str(exc), 1
+    except (RuntimeError, MemoryError) as exc:
+        message, status = _out_of_memory(exc), 1
+        if message is None:  # a bug: its traceback is what a report needs
+            raise
     print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
     return status

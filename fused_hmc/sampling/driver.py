@@ -25,6 +25,7 @@ from .checkpoint import Checkpointer, read_checkpoint
 from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
+from .stuck_chains import warn_if_stuck
 from .superchains import check_superchains, superchain_starts
 from .._limits import LIMITS, STAN_WINDOWS
 from .kernel import ChainKernel, RunStatistics
@@ -699,7 +700,8 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
     use a Sampler directly to continue a run later with identical results. With ``checkpoint=``,
     ``Sampler.from_checkpoint(checkpoint).run()`` finishes a run that was killed or stopped, in
     any process, with the result this call would have returned; with ``out=``, the draws stream
-    to that zarr store instead of memory.
+    to that zarr store instead of memory. Warns (:class:`StuckChainsWarning`) when some chains
+    accepted none of at least 20 sampling transitions (:mod:`fused_hmc.sampling.stuck_chains`).
     """
     count("num_samples", num_samples, 1)
     sampler = Sampler(q0, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps, mu=mu,
@@ -713,4 +715,6 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       superchains=superchains, process_group=process_group,
                       adapt_trajectory_length=adapt_trajectory_length,
                       max_leapfrog_steps=max_leapfrog_steps, trajectory_length=trajectory_length)
-    return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy
+    result = sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy
+    warn_if_stuck(result)
+    return result
