@@ -288,6 +288,16 @@ def warn_stuck_chains(res) -> None:
     ids = stuck_chains.stuck_chain_ids(res)
     if ids:
         warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
+    warn_stuck_chains(res)
+
+
+def warn_stuck_chains(res) -> None:
+    """The warning on chains that accepted no transition (sampling.stuck_chains)."""
+    from .sampling import stuck_chains
+
+    ids = stuck_chains.stuck_chain_ids(res)
+    if ids:
+        warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
 
 
 def _report_moments(target, res) -> None:
