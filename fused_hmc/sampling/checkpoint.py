@@ -8,8 +8,9 @@ arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, t
 the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
 inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state;
 the chains' gradient evaluations). Group ``posterior`` holds
-the draws kept in memory so far; draws streamed to ``out=`` stay in that store, which a resumed
-run cuts back to the draws the checkpoint counted before it appends.
+the draws kept in memory so far; draws streamed to ``out=`` stay in that store (its path kept
+relative to the checkpoint's directory), which a resumed run cuts back to the draws the checkpoint
+counted before it appends, once the store's run id is the checkpoint's (``integers["run_id"]``).
 
 Each write replaces the file atomically (a temporary file beside it, fsync'd, renamed over it):
 a process killed at any moment leaves the previous checkpoint or the next, never a torn one; the
@@ -19,6 +20,7 @@ size once it is large); stream them (``out=``) for long runs.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from pathlib import Path
@@ -28,7 +30,9 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-FORMAT = 2  # 2: the chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
+# 3: out= relative to the checkpoint and the run id; 2: the chains' gradient evaluations (1 had
+# leapfrog steps, with trajectories only)
+FORMAT = 3
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20
@@ -82,6 +86,8 @@ def _write(tmp: Path, state: dict) -> None:
             arguments[name] = value  # a number, or None
     target = arguments.pop("target")
     arguments["seed"] = str(arguments["seed"])
+    if arguments["out"] is not None:  # so that a copied directory streams to its own copy
+        arguments["out"] = os.path.relpath(arguments["out"], tmp.parent)
     q = state["tensors"]["q"][0]
     directory = tmp.with_name(f"{tmp.name}-dir")  # written as a directory, then zipped
     try:
@@ -118,6 +124,8 @@ def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor |
         tensors = storage.read_tensors(group, where)
         arguments = dict(attrs["arguments"])
         arguments["seed"] = int(arguments["seed"])
+        if arguments["out"] is not None:
+            arguments["out"] = str(path.absolute().parent / arguments["out"])
         for name in _TENSOR_ARGUMENTS:
             if f"argument_{name}" in tensors:
                 arguments[name] = tensors.pop(f"argument_{name}")

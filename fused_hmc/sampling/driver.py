@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 
 import torch
 
@@ -239,6 +240,7 @@ class Sampler:
         self._interrupted = False
         self._spent = False  # a last run handed the draws over
         self._remaining: int | None = None  # sampling transitions left of the run begun last
+        self._run_id = uuid.uuid4().hex  # in the out= store and the checkpoint: they must match
         self._draw_store = None  # the out= store, once opened
         self._stream_resumes = False  # the out= store exists: cut back to _num_kept on opening
         self._stream = None  # the DrawStream of the run in progress
@@ -391,6 +393,7 @@ class Sampler:
         self._num_kept = integers["num_kept"]
         self._interrupted = integers["interrupted"]
         self._remaining = integers["remaining"]
+        self._run_id = integers["run_id"]
         self._sample_parts = [draws] if draws is not None and draws.shape[1] else []
         self._stream_resumes = self._out is not None
 
@@ -407,7 +410,7 @@ class Sampler:
         integers = dict(chain_integers, next_transition=self._next,
                         warmup_done=self._warmup_done, num_transitions=self._num_transitions,
                         num_kept=self._num_kept, interrupted=self._interrupted,
-                        remaining=self._remaining)
+                        remaining=self._remaining, run_id=self._run_id)
         draws = list(self._sample_parts) if self.keep_samples and self._out is None else None
         return {"arguments": self._arguments, "tensors": tensors, "integers": integers,
                 "draws": draws}
@@ -436,26 +439,16 @@ class Sampler:
         """Opens the out= store (made on the first run, cut back to the checkpoint's draws on a
         resumed one) and, when the run keeps draws, a DrawStream whose buffers fit in memory;
         returns the draws per buffer (0: none kept)."""
-        from . import storage
-        from .streaming import SLOTS, DrawStream, slot_capacity
+        from .streaming import SLOTS, DrawStream, create_store, reopen_store, slot_capacity
 
         chains, dim = self._q.shape
         if self._draw_store is None:
             if self._stream_resumes:
-                if not self._out.is_dir():
-                    raise FileNotFoundError(f"out={self._out}: the store this checkpointed run "
-                                            "streamed its draws to is missing")
-                self._draw_store = storage.DrawStore.open(self._out)
-                self._draw_store.truncate(self._num_kept)
+                self._draw_store = reopen_store(self._out, self._run_id, self._num_kept)
             else:
-                if self._out.exists():
-                    raise FileExistsError(f"out={self._out} exists; stream to a new path")
-                root = storage.open_root(storage.directory_store(self._out, "w"), "w",
-                                         {"fused_hmc_format": 1})
-                self._draw_store = storage.DrawStore.create(
-                    root, chains, dim, self._q.dtype, self.chain_offset,
+                self._draw_store = create_store(
+                    self._out, self._run_id, chains, dim, self._q.dtype, self.chain_offset,
                     {"sampler": "fused_hmc", "seed": str(self.seed), "thin": self.thin})
-                storage.consolidate(self._out)
         if kept_new == 0:
             return 0
         draw_bytes = self._draw_bytes(1)

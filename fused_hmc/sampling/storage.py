@@ -68,9 +68,10 @@ def zip_root(path: Path, what: str):
 
 
 def open_root(store, mode: str, attributes: dict | None = None):
-    """The root group. Reads ignore consolidated metadata (written for xarray), which is stale
-    while draws are appended."""
-    if mode == "w":
+    """The root group ("w": a new store; "w-": a new one in an empty directory, which it does not
+    clear first). Reads ignore consolidated metadata (written for xarray), which is stale while
+    draws are appended."""
+    if mode in ("w", "w-"):
         return zarr().open_group(store, mode=mode, attributes=attributes)
     return zarr().open_group(store, mode=mode, use_consolidated=False)
 
