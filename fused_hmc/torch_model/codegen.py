@@ -56,7 +56,8 @@ class Accumulation:
 
     out_shape: the node's shape; init(o) -> Expr: the value before any contribution; domain: the
     shape iterated; outer: the domain dims the shared loop runs over when the domain is large;
-    contributions(d, scope) -> [(out index, Expr)] at domain index d; combine: '+', 'max', 'min'.
+    contributions(d, scope) -> [(out index, Expr)] at domain index d; combine: '+', '*', 'max',
+    'min'.
     """
 
     out_shape: tuple
@@ -296,8 +297,8 @@ class Codegen:
         for o, e in acc.contributions(d, scope):
             target = name if numel(shape) == 1 else f"{name}[{flat(o, shape)}]"
             e = as_kind(e, kind)
-            if acc.combine == "+":
-                scope.lines.append(f"{target} += {e.code};")
+            if acc.combine in ("+", "*"):
+                scope.lines.append(f"{target} {acc.combine}= {e.code};")
             else:
                 op = ">" if acc.combine == "max" else "<"
                 scope.lines.append(f"{target} = ({e.code} {op} {target}) ? {CTYPE[kind]}"

@@ -476,6 +476,33 @@ def _cat(cg, n, idx, scope):
     return out
 
 
+def _pad(cg, n, idx, scope):
+    """constant_pad_nd(x, pad, value): pad = (left, right) pairs from the last dim back."""
+    src = n.args[0]
+    shape = cg.shape(src)
+    pad = list(n.args[1])
+    fill = n.args[2] if len(n.args) > 2 else 0.0
+    kind = _result_kind(cg, n)
+    src_idx, inside, literal_out = list(idx), [], False
+    for k in range(len(pad) // 2):
+        d = len(shape) - 1 - k
+        left = pad[2 * k]
+        i = iadd(idx[d], -left)
+        if isinstance(i, int):
+            if not 0 <= i < shape[d]:
+                literal_out = True
+            src_idx[d] = i
+        else:
+            inside.append(f"{i} >= 0 && {i} < {shape[d]}")
+            src_idx[d] = _clamped(i, 0, shape[d] - 1)
+    if literal_out:
+        return literal(fill, "S")
+    e = as_kind(cg.value(src, tuple(src_idx), scope), kind)
+    if not inside:
+        return e
+    return _ternary(Expr(" && ".join(inside), "b"), e, literal(fill, "S"), kind)
+
+
 def _select_scatter(cg, n, idx, scope):
     base, src = n.args[0], n.args[1]
     shape = cg.shape(n)
@@ -555,7 +582,7 @@ def _reduction_parts(cg, n):
 
 
 def _init_value(combine):
-    return {"+": 0.0, "max": -math.inf, "min": math.inf}[combine]
+    return {"+": 0.0, "*": 1.0, "max": -math.inf, "min": math.inf}[combine]
 
 
 def reduce_inline(cg, scope, extents, term, combine, kind):
@@ -565,8 +592,8 @@ def reduce_inline(cg, scope, extents, term, combine, kind):
 
     def body(r, s):
         e = as_kind(term(r, s), kind)
-        if combine == "+":
-            s.lines.append(f"{acc} += {e.code};")
+        if combine in ("+", "*"):
+            s.lines.append(f"{acc} {combine}= {e.code};")
         else:
             op = ">" if combine == "max" else "<"
             s.lines.append(f"{acc} = ({e.code} {op} {acc}) ? {CTYPE[kind]}({e.code}) : {acc};")
@@ -631,28 +658,38 @@ def _matmul_rule(cg, n, idx, scope):
     return reduce_inline(cg, scope, (K,), term, "+", kind)
 
 
-def _cumsum(cg, n, idx, scope):
-    shape = cg.shape(n)
-    d = _dim(n.args[1], len(shape))
-    if shape[d] > cg.small_limit:
-        raise TorchModelError(f"cumsum over a data-length dimension ({shape[d]} entries) is not "
-                              f"supported{cg.t.where(n)}")
-    kind = _result_kind(cg, n)
-    i = idx[d]
-    if isinstance(i, int):
-        return reduce_inline(cg, scope, (i + 1,), lambda r, s: _num(
-            cg, n, cg.value(n.args[0], idx[:d] + (r[0],) + idx[d + 1:], s)), "+", kind)
-    acc = cg.new_name("a")
-    var = cg.new_name("k")
-    scope.lines.append(f"{CTYPE[kind]} {acc} = Scalar(0);")
-    from .codegen import Scope
-    child = Scope(scope, var)
-    e = as_kind(_num(cg, n, cg.value(n.args[0], idx[:d] + (var,) + idx[d + 1:], child)), kind)
-    child.lines.append(f"{acc} += {e.code};")
-    scope.lines.append(f"for (int64_t {var} = 0; {var} <= {i}; ++{var}) {{")
-    scope.lines += ["  " + line for line in child.lines]
-    scope.lines.append("}")
-    return Expr(acc, kind)
+def _scan(combine):
+    """cumsum / cumprod along a dimension of at most small_limit entries: the element at i
+    combines entries 0..i (a loop up to i when i is a loop variable)."""
+    op, init = ("+", 0.0) if combine == "+" else ("*", 1.0)
+
+    def rule(cg, n, idx, scope):
+        shape = cg.shape(n)
+        d = _dim(n.args[1], len(shape))
+        if shape[d] > cg.small_limit:
+            raise TorchModelError(f"{n.target.overloadpacket.__name__} over a data-length "
+                                  f"dimension ({shape[d]} entries) is not supported"
+                                  f"{cg.t.where(n)}")
+        kind = _result_kind(cg, n)
+        i = idx[d]
+        acc = cg.new_name("a")
+        scope.lines.append(f"{CTYPE[kind]} {acc} = {literal(init, 'S').code};")
+
+        def add(e, s):
+            s.lines.append(f"{acc} {op}= {as_kind(_num(cg, n, e), kind).code};")
+        if isinstance(i, int):
+            for r in range(i + 1):
+                add(cg.value(n.args[0], idx[:d] + (r,) + idx[d + 1:], scope), scope)
+            return Expr(acc, kind)
+        from .codegen import Scope
+        var = cg.new_name("k")
+        child = Scope(scope, var)
+        add(cg.value(n.args[0], idx[:d] + (var,) + idx[d + 1:], child), child)
+        scope.lines.append(f"for (int64_t {var} = 0; {var} <= {i}; ++{var}) {{")
+        scope.lines += ["  " + line for line in child.lines]
+        scope.lines.append("}")
+        return Expr(acc, kind)
+    return rule
 
 
 # -- scatter-adds (backward of indexing) ---------------------------------------------------------
@@ -762,10 +799,10 @@ RULES = {
     "squeeze": _squeeze, "permute": _permute, "transpose": _transpose, "t": _transpose,
     "view": _view, "reshape": _view, "_unsafe_view": _view, "flip": _flip,
     "index": _index, "gather": _gather, "embedding": _embedding,
-    "cat": _cat, "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
-    "sum": _reduce_rule("+"), "amax": _reduce_rule("max"), "amin": _reduce_rule("min"),
+    "cat": _cat, "constant_pad_nd": _pad, "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
+    "sum": _reduce_rule("+"), "prod": _reduce_rule("*"), "amax": _reduce_rule("max"), "amin": _reduce_rule("min"),
     "mean": _mean_rule, "mm": _matmul_rule, "mv": _matmul_rule, "dot": _matmul_rule,
-    "bmm": _matmul_rule, "cumsum": _cumsum,
+    "bmm": _matmul_rule, "cumsum": _scan("+"), "cumprod": _scan("*"),
 }
 RULES["pow"] = lambda cg, n, idx, scope: (_pow_scalar_base(cg, n, idx, scope)
                                           if not isinstance(n.args[0], torch.fx.Node)
@@ -776,7 +813,7 @@ VIEWS = frozenset({"alias", "clone", "lift_fresh_copy", "detach", "contiguous", 
                    "reshape", "_unsafe_view", "flip"})
 
 ACCUMULATIONS = {
-    "sum": _reduce_acc("+"), "amax": _reduce_acc("max"), "amin": _reduce_acc("min"),
+    "sum": _reduce_acc("+"), "prod": _reduce_acc("*"), "amax": _reduce_acc("max"), "amin": _reduce_acc("min"),
     "index_put": _index_put_acc, "scatter_add": _scatter_add_acc,
     "embedding_dense_backward": _embedding_backward_acc,
 }
