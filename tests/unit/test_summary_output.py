@@ -114,3 +114,17 @@ def test_an_ess_at_arviz_cap_is_marked_and_the_cap_named():
     assert f"* ESS at arviz-stats' cap N log10 N = {cap:,.0f} (N = {n:,} draws" in text
     plain = _summary(_result(_iid(dim=2)))  # iid: ESS near N, far below N log10 N
     assert "*" not in plain and "cap" not in plain
+
+
+@pytest.mark.slow  # builds the library's eight schools on first use (shared with test_cli_models)
+def test_model_run_in_superchains_prints_the_nested_r_hat(capsys):
+    from fused_hmc import cli
+
+    code = cli.main(["sample", "--model", "eight_schools", "--chains", "8", "--superchains", "2",
+                     "--samples", "20", "--warmup", "20", "--device", "cpu", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = re.search(r"^nested R-hat\s+max (\d+\.\d{4})  \(first 2 superchains x 4 chains\)$",
+                     out, re.M)
+    assert line is not None, out
+    assert "    tau " in out  # the constrained parameters' table comes first
