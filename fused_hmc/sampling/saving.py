@@ -1,5 +1,11 @@
 """``SampleResult.save`` and ``fused_hmc.load``: a result as a zarr store (layout in storage.py).
 
+A store is complete when group ``fused_hmc`` is. It never changes in place: a new version (at the
+end of each later run of a streaming sampler) is written whole as ``fused_hmc_next``, then takes
+the place of the old one by two renames; a kill between them leaves the old one as
+``fused_hmc_previous`` beside the complete new one, which ``load`` then reads (and the next write
+puts in place). ``load`` checks every field and names a store that is incomplete.
+
 Group ``fused_hmc`` holds every tensor field of the result (in its own dtype), the scalars as
 attributes (the seed as a decimal string: it may not fit a signed 64-bit integer), the warm-up
 settings, the dtype and device, and the target in ``fused_hmc/target``; group ``posterior`` the
@@ -9,6 +15,7 @@ draws, when there are any, and beside ``q`` the constrained draws of a target wi
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import torch
@@ -30,6 +37,10 @@ _SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "th
 # Scalars files saved before the trajectory length and gradient counts existed lack (None then).
 _NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
                   "sampling_gradient_evaluations")
+# The result group, its next version while that is written, and the old one while it is replaced.
+RESULT, NEXT, PREVIOUS = "fused_hmc", "fused_hmc_next", "fused_hmc_previous"
+# Attributes every result group has (_NEWER_SCALARS and superchains may be absent: older files).
+_REQUIRED = _SCALARS + ("format", "seed", "samples", "warmup", "dtype", "device")
 _TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
                                           targets_module.DiagonalGaussian,
                                           targets_module.DenseGaussian)}
@@ -105,16 +116,14 @@ def _samples_kind(res: SampleResult) -> str:
     return "disk" if res.samples_path is not None else "none"
 
 
-def write_result_group(root, res: SampleResult) -> None:
-    """Group ``fused_hmc`` of `root` (replacing an earlier one): every field but the draws."""
-    if "fused_hmc" in root:
-        del root["fused_hmc"]
+def write_result_group(root, res: SampleResult, name: str = RESULT) -> None:
+    """Group `name` of `root` (a new one): every field but the draws."""
     attrs = {name: getattr(res, name) for name in _SCALARS + _NEWER_SCALARS}
     attrs.update(format=FORMAT, seed=str(res.seed), superchains=res.superchains,
                  samples=_samples_kind(res),
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
                  device=str(res.final_state.device))
-    group = root.create_group("fused_hmc", attributes=attrs)
+    group = root.create_group(name, attributes=attrs)
     storage.write_tensors(group, {name: (getattr(res, name), dims)
                                   for name, dims in _TENSORS.items()
                                   if getattr(res, name) is not None})
@@ -122,13 +131,37 @@ def write_result_group(root, res: SampleResult) -> None:
 
 
 def complete_stream_store(path, res: SampleResult) -> None:
-    """Completes a store the draws were streamed into: the posterior's attributes, the result's
-    other fields, and metadata that xarray reads."""
+    """Completes a store the draws were streamed into: the result's other fields (replacing an
+    earlier version whole, see the module's docstring), the posterior's attributes, and metadata
+    that xarray reads."""
+    path = Path(path)
+    _settle(path)
     root = storage.open_root(storage.directory_store(path, "a"), "r+")
-    root["posterior"].attrs.update(res.posterior_attrs())
     write_constrained(root, res)
-    write_result_group(root, res)
+    write_result_group(root, res, NEXT)
+    if (path / RESULT).exists():
+        os.rename(path / RESULT, path / PREVIOUS)
+    os.rename(path / NEXT, path / RESULT)
+    storage.remove(path / PREVIOUS)
+    root["posterior"].attrs.update(res.posterior_attrs())
     storage.consolidate(path)
+
+
+def _settle(path: Path) -> None:
+    """Finishes the swap of result groups that a kill interrupted (the new one in place), or
+    removes what an earlier kill left of a version not yet complete."""
+    if _result_group(path) == NEXT:
+        os.rename(path / NEXT, path / RESULT)
+    storage.remove(path / NEXT)
+    storage.remove(path / PREVIOUS)
+
+
+def _result_group(path: Path) -> str | None:
+    """The complete result group of the store at `path`: ``fused_hmc``, or ``fused_hmc_next`` when
+    a kill came between the renames that put it in place (the old one moved aside); else None."""
+    if (path / RESULT).is_dir():
+        return RESULT
+    return NEXT if (path / PREVIOUS).is_dir() and (path / NEXT).is_dir() else None
 
 
 def write_constrained(root, res: SampleResult) -> None:
@@ -146,6 +179,7 @@ def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
     if res.samples_path is not None and Path(res.samples_path) == path:
         complete_stream_store(path, res)  # the streamed store itself: completed in place
         return
+    storage.restore_displaced(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     tmp = storage.temporary_sibling(path)
@@ -183,6 +217,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     if samples is not None and not isinstance(samples, bool):
         raise TypeError(f"samples must be True, False or None, got {samples!r}")
     path = Path(path).absolute()
+    storage.restore_displaced(path)  # a save over it killed between its renames: the old one
     if not path.is_dir():
         raise FileNotFoundError(f"no saved result at {path}")
     if rank_stores.is_rank_directory(path):
@@ -190,14 +225,19 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
                          f"fused_hmc.load({str(path / 'rank0')!r}) and the others, and its "
                          f"{rank_stores.SUMMARY} (fused_hmc.sampling.rank_stores says how to "
                          "open them as one dataset)")
-    root = storage.open_root(storage.directory_store(path, "r"), "r")
-    if "fused_hmc" not in root:
+    name = _result_group(path)
+    if name is None:
         raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
                          "ended: resume it from its checkpoint)")
-    group = root["fused_hmc"]
+    root = storage.open_root(storage.directory_store(path, "r"), "r")
+    group = _checked_group(root, name, path)
     attrs = storage.checked_attributes(group, path, "a result", FORMAT)
+    missing = [key for key in _REQUIRED if key not in attrs]
+    if missing:
+        _incomplete(path, f"{name} lacks the attributes {missing}")
     where = device_to_load(attrs["device"], device)
     tensors = storage.read_tensors(group, where)
+    _check_complete(root, group, tensors, attrs, path)
     fields = {name: tensors.get(name) for name in _TENSORS}
     fields.update({name: attrs[name] for name in _SCALARS})
     fields.update({name: attrs.get(name) for name in _NEWER_SCALARS})
@@ -220,3 +260,36 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
                         # (absent from files saved before superchains existed)
                         target=read_target(group), superchains=attrs.get("superchains"),
                         **fields)
+
+
+def _incomplete(path, what: str):
+    raise ValueError(f"{path} is incomplete ({what}): a write of it was stopped; a run streaming "
+                     "into it continues from its checkpoint")
+
+
+def _checked_group(root, name: str, path):
+    try:
+        return root[name]
+    except KeyError:
+        _incomplete(path, f"no group {name}")
+
+
+def _check_complete(root, group, tensors: dict, attrs: dict, path) -> None:
+    """Every field of a result group and the draws it counts are there, of consistent shapes."""
+    missing = [name for name in _TENSORS if name not in tensors]
+    if "target" not in group:
+        missing.append("target")
+    if missing:
+        _incomplete(path, f"{group.basename} lacks {missing}")
+    chains, dim = tensors["final_state"].shape
+    for name, dims in _TENSORS.items():
+        if tuple(tensors[name].shape) != ((chains,) if dims == _CHAIN else (chains, dim)):
+            _incomplete(path, f"{name} has shape {tuple(tensors[name].shape)}")
+    if attrs["samples"] == "none":
+        return
+    if "posterior" not in root or "q" not in root["posterior"]:
+        _incomplete(path, "no draws: group posterior or its q is missing")
+    shape = root["posterior"]["q"].shape
+    if shape[0] != chains or shape[2] != dim or shape[1] < attrs["num_kept"]:
+        _incomplete(path, f"posterior/q has shape {shape}, not ({chains}, >= "
+                          f"{attrs['num_kept']}, {dim})")

@@ -243,17 +243,33 @@ def temporary_sibling(path: Path) -> Path:
 
 
 def publish_directory(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Moves the finished store `tmp` to `path`; an existing `path` (overwrite=True) is replaced
-    after the new one is complete, and is never left half written."""
-    if not path.exists():
-        os.rename(tmp, path)
-        return
-    if not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
-    old = temporary_sibling(path)
-    os.rename(path, old)
+    """Moves the finished store `tmp` to `path`. An existing `path` (overwrite=True) is moved
+    aside first (to displaced(path)) and removed once the new one is in place: a kill between
+    the two renames leaves the old one aside, whole, and restore_displaced puts it back."""
+    restore_displaced(path)
+    if path.exists():
+        if not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        os.rename(path, displaced(path))
     os.rename(tmp, path)
-    remove(old)
+    remove(displaced(path))
+    remove_stale_temporaries(path)
+
+
+def displaced(path: Path) -> Path:
+    """Where publish_directory keeps the store it replaces until the new one is in place."""
+    return path.with_name(f".{path.name}.displaced")
+
+
+def restore_displaced(path: Path) -> None:
+    """After a save killed between its renames (`path` missing): the old store back at `path`;
+    after one killed later (`path` there): the old store removed."""
+    old = displaced(path)
+    if old.is_dir():
+        if path.exists():
+            remove(old)
+        else:
+            os.rename(old, path)
 
 
 def replace_file(path: Path, write) -> None:
