@@ -114,6 +114,10 @@ def _target(args: argparse.Namespace):
         raise CliError("--scale", "needs --target diagonal or dense (standard has scale 1)")
     if args.correlation is not None and args.target != "dense":
         raise CliError("--correlation", "needs --target dense")
+    largest = torch.finfo(getattr(torch, args.dtype)).max
+    if abs(args.mean) > largest:  # else the start overflows, blamed on q0
+        raise CliError("--mean", f"{args.mean:g} overflows {args.dtype}, the chains' dtype (it "
+                                 f"holds magnitudes up to {largest:.3g}); use --dtype float64")
     mu = torch.full((d,), args.mean, dtype=torch.float64)
     if args.target == "standard":
         return StandardGaussian(mu)

@@ -192,6 +192,7 @@ class CppTarget:
                 raise _build.CudaUnavailableError(
                     f"CppTarget cannot compile for CUDA: {reason}; pass CPU tensors")
         if (dtype, kind) not in self._modules:
+            self.data_arguments(dtype, device)  # data that overflows dtype: said before compiling
             self._modules[(dtype, kind)] = cpp_build.load(self.build_spec(dtype, kind))
         return self._modules[(dtype, kind)]
 

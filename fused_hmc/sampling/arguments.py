@@ -7,6 +7,7 @@ import numbers
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
@@ -23,6 +24,13 @@ def count(name: str, value, minimum: int, maximum: int = INT64_MAX) -> int:
         upper = "" if maximum == INT64_MAX else f" and <= {maximum}"
         raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
     return int(value)
+
+
+def check_flag(name: str, value) -> bool:
+    """A bool (numpy's too): a string such as "no" would be truthy, so it is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_path(name: str, value) -> Path | None:
@@ -52,6 +60,9 @@ def check_q0(q0) -> torch.Tensor:
                          f"{list(q0.shape)}")
     if q0.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"q0 must be float32 or float64, got {q0.dtype}")
+    if q0.requires_grad and torch.is_grad_enabled():  # as hmc_step and HMC refuse it
+        raise ValueError("q0 requires grad, but fused_hmc's transitions are not differentiable "
+                         "(the outputs would carry no gradient); pass q0.detach()")
     if not bool(torch.isfinite(q0).all()):
         raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite "
                          "values")

@@ -19,9 +19,9 @@ import torch
 
 from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
-from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_path,
-                        check_q0, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, check_trajectory, count)
+from .arguments import (INT64_MAX, check_flag, check_inverse_mass, check_jitter, check_mu,
+                        check_path, check_q0, check_seconds, check_step_size,
+                        check_step_size_fits, check_target, check_trajectory, count)
 from .checkpoint import Checkpointer, read_checkpoint
 from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
@@ -166,6 +166,7 @@ class Sampler:
         self.superchains = check_superchains(superchains, self._q.shape[0])
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)
+        keep_samples = check_flag("keep_samples", keep_samples)
         self._out = check_path("out", out)
         if self._out is not None and not keep_samples:
             raise ValueError("out= streams the kept draws to disk, but keep_samples=False keeps "
@@ -185,7 +186,7 @@ class Sampler:
         check_step_size_fits(self.step_size, self.jitter, self.warmup, self._q)
         inverse_mass = check_inverse_mass(inverse_mass, self._q)
         self.thin = count("thin", thin, 1)
-        self.keep_samples = bool(keep_samples)
+        self.keep_samples = keep_samples
         self.progress = bool(progress)
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
