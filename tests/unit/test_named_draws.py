@@ -14,6 +14,7 @@ import fused_hmc
 from fused_hmc.models import eight_schools
 
 CHAINS, DRAWS = 4, 40
+pytestmark = pytest.mark.slow  # samples eight schools (compiled C++) several times
 
 
 @pytest.fixture(scope="module")
