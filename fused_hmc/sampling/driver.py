@@ -202,7 +202,8 @@ class Sampler:
         self.global_chains = self._q.shape[0]  # every rank's chains
         if self._group is not None:  # the constructor's collectives
             self.chain_offset, self.seed, self.global_chains = self._group.layout(
-                self._q, self.seed, seed_given)
+                self._q, self.seed, seed_given,
+                distributed.run_settings(self, target, mu, inverse_mass))
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
         if self._q.is_cuda:
             require_cuda_kernels()

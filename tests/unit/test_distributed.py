@@ -176,11 +176,20 @@ def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
         "num_leapfrog_steps"]  # adapted away from T0
 
 
-@pytest.mark.parametrize("scenario, error", [("seed_mismatch", "different seeds"),
-                                             ("wrong_dim", "differ in dim")])
+@pytest.mark.parametrize("scenario, error", [
+    ("seed_mismatch", "different seeds"), ("wrong_dim", "differ in dim"),
+    ("warmup_mismatch", "num_warmup (ranks [1] differ from rank 0"),
+    ("target_mismatch", "target (ranks [1] differ from rank 0")])
 def test_refused_on_every_rank(ranks, scenario, error):
+    """Ranks given different settings (rank 1's num_warmup or target) all raise, naming it."""
     for r in ranks:
         assert r[scenario]["error"] == "ValueError" and error in r[scenario]["message"]
+        assert r[scenario]["seconds"] < 10
+
+
+def test_per_chain_settings_are_each_ranks_own_rows(ranks):
+    """Per-chain step sizes differ between ranks by design (each holds its chains' rows)."""
+    assert all(r["per_chain_step_sizes"]["error"] is None for r in ranks)
 
 
 @pytest.mark.parametrize("scenario, own_error", [("nan_start", "non-finite"),
