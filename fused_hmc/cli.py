@@ -292,16 +292,6 @@ def warn_stuck_chains(res) -> None:
     ids = stuck_chains.stuck_chain_ids(res)
     if ids:
         warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
-    warn_stuck_chains(res)
-
-
-def warn_stuck_chains(res) -> None:
-    """The warning on chains that accepted no transition (sampling.stuck_chains)."""
-    from .sampling import stuck_chains
-
-    ids = stuck_chains.stuck_chain_ids(res)
-    if ids:
-        warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
 
 
 def _report_moments(target, res) -> None:
@@ -349,9 +339,14 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
               f"draws, first {window[2]} dims{how})")
         if res.superchains is not None:
             report_nested_r_hat(draws, args.chains // res.superchains, window[2])
-        if not diag.max_r_hat <= HIGH_R_HAT:
-            warn(f"R-hat max {figure(diag.max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed "
-                  "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+        warn_high_r_hat(diag.max_r_hat)
+
+
+def warn_high_r_hat(max_r_hat: float) -> None:
+    """The warning on chains that have not mixed (R-hat above HIGH_R_HAT, or not a number)."""
+    if not max_r_hat <= HIGH_R_HAT:
+        warn(f"R-hat max {figure(max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed (or are "
+             "too short to tell); check --step-size, --leapfrog, --warmup, --samples")
 
 
 def report_nested_r_hat(draws, size: int, dims: int) -> None:

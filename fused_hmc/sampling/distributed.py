@@ -13,7 +13,8 @@ Collectives, and what each costs:
   rank 0's draw), so that ranks given different settings raise, naming them, instead of mixing
   two runs into one summary (or waiting on each other in a pooled warm-up's collectives);
 - the end of every ``run``: the "ok" flag, one all-gather of each rank's moments and acceptance
-  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below);
+  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below) and of the
+  chains that accepted no transition (their count and first ids);
 - a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition (with
   ChEES, of 2 d + 3 numbers and then a second of one), and one of 2 d numbers at each slow
   window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
@@ -87,7 +88,7 @@ class _Any:
 _ANY = _Any()
 
 
-def _digest(value) -> int:
+def digest(value) -> int:
     """An int64 digest of _canonical(value); 0 for _ANY (2**-64 odds of a clash otherwise)."""
     if value is _ANY:
         return 0
@@ -152,7 +153,8 @@ class GlobalSummary:
     transitions: summed over every chain; accept_rate = accept_count / transitions;
     mean_accept_prob: over every transition of every chain; diagnostic_draws: (chains, draws,
     dims) of the first global chains (None without kept draws, or when the ranks kept different
-    numbers of draws, e.g. one was interrupted).
+    numbers of draws, e.g. one was interrupted); stuck_count, stuck_ids: how many chains
+    accepted no transition (:mod:`fused_hmc.sampling.stuck_chains`) and the first ids of them.
     """
     chains: int
     ranks: int
@@ -163,6 +165,8 @@ class GlobalSummary:
     transitions: int
     mean_accept_prob: float
     diagnostic_draws: np.ndarray | None
+    stuck_count: int = 0
+    stuck_ids: tuple[int, ...] = ()
 
     @property
     def accept_rate(self) -> float:
@@ -190,9 +194,11 @@ class GlobalSummary:
         return diag._replace(ess_bulk=spread(diag.ess_bulk), ess_tail=spread(diag.ess_tail),
                              r_hat=spread(diag.r_hat))
 
-    def print(self, result, rows=None, file: TextIO | None = None) -> None:
+    def print(self, result, rows=None,
+              file: TextIO | None = None) -> diagnostics.Diagnostics | None:
         """SampleResult.summary() of a distributed run: every chain's statistics, the dimensions
-        `rows` shown (default: the first SUMMARY_ROWS)."""
+        `rows` shown (default: the first SUMMARY_ROWS). Returns their ESS / R-hat (None
+        without)."""
         out = file if file is not None else sys.stdout
         local, dim = result.final_state.shape
         first = result.chain_offset
@@ -207,13 +213,14 @@ class GlobalSummary:
             print(line, file=out)
         if self.draws == 0:
             print("no draws kept yet", file=out)
-            return
+            return None
         sd = np.sqrt(self.var) if self.draws > 1 else np.full_like(self.var, np.nan)
         diag = self.diagnose(rows) if result.num_kept >= 4 else None
         print(diagnostics.format_table(self.mean, sd, diag, rows, chains=self.chains,
                                        names=result.parameter_names,
                                        missing="ESS and R-hat need the draws of every rank "
                                                "(kept, and as many on each)"), file=out)
+        return diag
 
 
 def spreads_errors(method):
@@ -330,7 +337,7 @@ class ChainGroup:
         key = seed - 2**64 if seed >= 2**63 else seed  # int64
         dtype = 0 if q.dtype == torch.float32 else 1
         mine = torch.tensor([q.shape[0], q.shape[1], dtype, int(seed_given), key]
-                            + [_digest(v) for v in settings.values()], dtype=torch.int64)
+                            + [digest(v) for v in settings.values()], dtype=torch.int64)
         every = self._all_gather(mine)
         chains, dims, dtypes, given, keys = every[:, :5].T.tolist()
         for name, values in (("dim", dims), ("dtype", dtypes)):
@@ -374,9 +381,13 @@ class ChainGroup:
         every = self._all_gather(torch.cat([books, rank_mean.nan_to_num(), rank_m2.nan_to_num()]))
         counts, accepted, transitions, kept, prob = every[:, :5].T  # (exact below 2**53)
         total, grand, grand_m2 = merge_moments(counts, every[:, 5:5 + dim], every[:, 5 + dim:])
-        parts = [None] * self.size
-        dist.all_gather_object(parts, self._diagnostic_draws(result, max_values),
-                               group=self.group)
+        from .stuck_chains import SHOWN, stuck_chain_ids
+
+        stuck = stuck_chain_ids(result)
+        gathered = [None] * self.size
+        dist.all_gather_object(gathered, (self._diagnostic_draws(result, max_values),
+                                          len(stuck), stuck[:SHOWN]), group=self.group)
+        parts = [p for p, _, _ in gathered]
         diagnosable = len(set(kept.tolist())) == 1 and all(p is not None for p in parts)
         transitions = int(transitions.sum())
         summary = GlobalSummary(
@@ -385,7 +396,8 @@ class ChainGroup:
             accept_count=int(accepted.sum()), transitions=transitions,
             mean_accept_prob=float(prob.sum()) / transitions if transitions else float("nan"),
             diagnostic_draws=np.concatenate([p for p in parts if len(p)]) if diagnosable
-            else None)
+            else None, stuck_count=sum(n for _, n, _ in gathered),
+            stuck_ids=tuple([i for _, _, ids in gathered for i in ids][:SHOWN]))
         return result._replace(global_summary=summary)
 
     def _diagnostic_draws(self, result, max_values: int | None) -> np.ndarray | None:

@@ -17,7 +17,7 @@ import warnings
 import torch
 
 MIN_TRANSITIONS = 20
-_SHOWN = 5  # chain ids named in the message
+SHOWN = 5  # chain ids named in the message
 
 
 class StuckChainsWarning(UserWarning):
@@ -34,11 +34,15 @@ def stuck_chain_ids(res) -> list[int]:
     return [res.chain_offset + b for b in stuck]
 
 
-def describe(res, ids: list[int], remedy: str) -> str:
-    """The warning about chains `ids` of `res`, ending with `remedy`."""
-    chains = res.accept_count.shape[0]
-    shown = ", ".join(str(b) for b in ids[:_SHOWN]) + (", ..." if len(ids) > _SHOWN else "")
-    return (f"{len(ids)} of {chains} chains accepted none of their {res.num_transitions} "
+def describe(res, ids: list[int], remedy: str, *, count: int | None = None,
+             chains: int | None = None) -> str:
+    """The warning about chains `ids` of `res`, ending with `remedy`; count, chains: how many
+    are stuck and of how many (default: len(ids) of res's chains; of every rank's, when ids
+    holds only the first few)."""
+    chains = res.accept_count.shape[0] if chains is None else chains
+    count = len(ids) if count is None else count
+    shown = ", ".join(str(b) for b in ids[:SHOWN]) + (", ..." if count > SHOWN else "")
+    return (f"{count} of {chains} chains accepted none of their {res.num_transitions} "
             f"sampling transitions (chains {shown}): they never left their start, and their "
             f"draws distort the moments, ESS and R-hat; {remedy}")
 
