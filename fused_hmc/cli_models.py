@@ -28,6 +28,8 @@ GAUSSIANS = ("standard", "diagonal", "dense")
 MODEL_WARMUP = 1000
 # Stan's initialisation: each unconstrained coordinate uniform on [-INIT_RADIUS, INIT_RADIUS].
 INIT_RADIUS = 2.0
+# Starting points at which --dim is checked against the coordinates a C++ file reads.
+DIM_CHECK_POINTS = 64
 # Constrained moments go over the draws in blocks of chains of about this many values.
 _BLOCK_VALUES = 2**22
 
@@ -204,7 +206,23 @@ def start(user: UserTarget, chains: int, dtype: torch.dtype, device: torch.devic
     if user.model is not None:
         return user.model.initial_point(chains, dtype=dtype, device=device, generator=generator)
     u = torch.rand(chains, user.target.dim, dtype=torch.float64, generator=generator)
-    return ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
+    q0 = ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
+    check_dim(user.target, q0)
+    return q0
+
+
+def check_dim(target, q0: torch.Tensor) -> None:
+    """--dim against the coordinates the C++ file reads (dim_check.py), at the starting points."""
+    from . import dim_check
+
+    points = q0[:DIM_CHECK_POINTS]  # Stan's random starts: distinct points, not the mode
+    if dim_check.reads_beyond_dim(target, points):
+        raise CliError("--dim", dim_check.beyond_message(target.dim, "--dim"))
+    _, gradient = target.log_density_and_gradient(points)
+    unused = dim_check.unused_coordinates(gradient)
+    if unused:
+        raise CliError("--dim", dim_check.unused_message(unused, target.dim, gradient.shape[0],
+                                                         "--dim"))
 
 
 def describe(target, model, path: Path | None) -> str:

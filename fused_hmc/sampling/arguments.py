@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -98,8 +99,25 @@ def check_target(target, mu, q: torch.Tensor):
     if target.dim != q.shape[1]:
         raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
     if isinstance(target, CppTarget):
-        target.validate_start(q)  # log p and its gradient finite at every starting point
+        check_target_dim(target, q)
     return target
+
+
+def check_target_dim(target, q: torch.Tensor) -> None:
+    """A CppTarget's dim against what its source reads (dim_check.py): reading beyond dim raises,
+    coordinates the density ignores warn; then log p and its gradient finite at every start."""
+    from .. import dim_check
+
+    points = dim_check.random_points(target.dim, q.dtype, q.device)
+    if dim_check.reads_beyond_dim(target, points):
+        raise ValueError(dim_check.beyond_message(target.dim, "target.dim"))
+    _, gradient = target.validate_start(q)
+    gradient = torch.cat([gradient, target.log_density_and_gradient(points)[1]])
+    unused = dim_check.unused_coordinates(gradient)
+    if unused:
+        warnings.warn(dim_check.unused_message(unused, target.dim, gradient.shape[0],
+                                               "target.dim"),
+                      dim_check.UnusedCoordinatesWarning, stacklevel=4)
 
 
 def _positive_tensor(name: str, value, q: torch.Tensor) -> torch.Tensor:
