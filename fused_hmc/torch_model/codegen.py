@@ -31,8 +31,12 @@ import torch.fx
 from . import ops
 from .cexpr import CTYPE, Expr, as_kind, flat, literal, loop_vars
 from .trace import Traced, TorchModelError, op_name
+from .varying import Varying, canonical
 
 UNROLL = 32  # loops of at most this many iterations are unrolled (literal indices fold)
+# Elementwise ops cheap enough to redo per read on data constants (Codegen.recomputed).
+CHEAP_DERIVED = frozenset({"add", "sub", "rsub", "mul", "neg", "_to_copy",
+                           "convert_element_type", "expand"})
 
 
 class Scope:
@@ -86,6 +90,8 @@ class Codegen:
         self.fields: dict[str, torch.Tensor] = {}
         self._taken = set(user_data_names)
         self._count = 0
+        self.varying = Varying(self)
+        self._recomputed: dict = {}
         self._check_ops()
 
     # -- analysis --------------------------------------------------------------------------------
@@ -133,14 +139,14 @@ class Codegen:
             if isinstance(a, bool):
                 return literal(a, "b")
             return literal(a, "i" if isinstance(a, int) else "S")
-        idx = tuple(idx)
+        idx = canonical(tuple(idx), self.varying(a))
         if a in self.stored:
             name, shape = self.stored[a]
             return Expr(name if numel(shape) == 1 else f"{name}[{flat(idx, shape)}]",
                         self.kind(a))
         if a is self.t.x:
             return Expr(f"x[{flat(idx, self.shape(a))}]", "T")
-        if a in self.t.constants and op_name(a) not in ops.VIEWS:
+        if a in self.t.constants and op_name(a) not in ops.VIEWS and not self.recomputed(a):
             return self._constant(a, idx)
         used = loop_vars(idx)
         place = next((s for s in scope.chain() if s.var in used), None)
@@ -156,12 +162,23 @@ class Codegen:
                                   f"supported{self.t.where(a)}")
         e = rule(self, a, idx, place)
         if not e.atomic:
-            kind = self.kind(a)
-            name = self.new_name("t")
-            place.lines.append(f"const {CTYPE[kind]} {name} = {as_kind(e, kind).code};")
-            e = Expr(name, kind)
+            e = self.temporary(e, self.kind(a), place)
         place.cache[key] = e
         return e
+
+    def temporary(self, e: Expr, kind: str, place: Scope) -> Expr:
+        """A local holding e in place, or the one an identical expression already has there
+        (two graph nodes often compute the same thing: the forward's and the backward's
+        (y - mu) / sigma^2)."""
+        code = as_kind(e, kind).code
+        key = ("code", kind, code)
+        for s in place.chain():
+            if key in s.cache:
+                return s.cache[key]
+        name = self.new_name("t")
+        place.lines.append(f"const {CTYPE[kind]} {name} = {code};")
+        place.cache[key] = Expr(name, kind)
+        return place.cache[key]
 
     def _constant(self, n, idx) -> Expr:
         t = self.t.constants[n]
@@ -173,6 +190,19 @@ class Codegen:
         shape = tuple(t.shape)
         read = f"data.{name}[{flat(idx, shape)}]"
         return Expr(f"({read} != 0)" if kind == "b" else read, kind)
+
+    def recomputed(self, n) -> bool:
+        """Whether the constant n (derived from the user's data, like ``1 - y``) is formed
+        where it is read, by a cheap elementwise op on the user's tensors and numbers, rather
+        than stored as a field of the data's length: fewer bytes read per row."""
+        if n not in self._recomputed:
+            self._recomputed[n] = (
+                n in self.t.from_data and n not in self.t.user_tensors
+                and op_name(n) in CHEAP_DERIVED
+                and all(i in self.t.user_tensors or self.recomputed(i)
+                        or (i not in self.t.from_data and not self.varying(i))
+                        for i in n.all_input_nodes))
+        return self._recomputed[n]
 
     def _field(self, n) -> str:
         if n in self.field_of:

@@ -120,6 +120,14 @@ def _div_rule(cg, n, a, b):
                               f"{cg.t.where(n)}")
     if a.kind == "i":
         a = as_kind(a, "S")
+    divisor = n.args[1]
+    if (b.lit is None and isinstance(divisor, torch.fx.Node) and not cg.varying(divisor)
+            and cg.varying(n)):
+        # A divisor the same at every index (sigma^2 under the rows): one division, hoisted
+        # where the divisor is (no loop: the root), and a product per element.
+        kind = "T" if b.kind == "T" else "S"
+        inverse = cg.temporary(Expr(f"Scalar(1) / {paren(b)}", kind), kind, cg.root)
+        return _mul(a, inverse, _lit_kind(cg, n))
     return _div(a, b, _lit_kind(cg, n))
 
 
@@ -635,27 +643,62 @@ def _mean_rule(cg, n, idx, scope):
 
 
 def _matmul_rule(cg, n, idx, scope):
-    """mm [i, j] / mv [i] / dot [] / bmm [b, i, j]: an inner sum over the shared dimension."""
-    a, b = n.args[0], n.args[1]
-    sa, sb = cg.shape(a), cg.shape(b)
+    """mm [i, j] / mv [i] / dot [] / bmm [b, i, j] with a data-length result: the element at idx
+    as an inner sum over the shared dimension."""
+    domain, (k,), _, a_index, b_index = _matmul_parts(cg, n)
     kind = _result_kind(cg, n)
-    K = sa[-1]
-    if len(sa) == 1 and len(sb) == 1:
-        ai, bi = (lambda r: (r,)), (lambda r: (r,))
-    elif len(sa) == 2 and len(sb) == 1:
-        ai, bi = (lambda r: (idx[0], r)), (lambda r: (r,))
-    elif len(sa) == 2 and len(sb) == 2:
-        ai, bi = (lambda r: (idx[0], r)), (lambda r: (r, idx[1]))
-    elif len(sa) == 3 and len(sb) == 3:
-        ai, bi = (lambda r: (idx[0], idx[1], r)), (lambda r: (idx[0], r, idx[2]))
-    else:
-        raise TorchModelError(f"matrix product of shapes {sa} and {sb} is not supported"
-                              f"{cg.t.where(n)}")
 
     def term(r, s):
-        return _mul(_num(cg, n, cg.value(a, ai(r[0]), s)), _num(cg, n, cg.value(b, bi(r[0]), s)),
-                    kind)
-    return reduce_inline(cg, scope, (K,), term, "+", kind)
+        d = tuple(idx[:k]) + (r[0],) + tuple(idx[k:])
+        return _mul(_num(cg, n, cg.value(n.args[0], a_index(d), s)),
+                    _num(cg, n, cg.value(n.args[1], b_index(d), s)), kind)
+    return reduce_inline(cg, scope, (domain[k],), term, "+", kind)
+
+
+def _matmul_parts(cg, n):
+    """(domain, reduced dims, out index(d), a index(d), b index(d)) of mm / mv / dot / bmm: the
+    product's terms a[..] * b[..] over domain, summed over the shared dimension."""
+    a, b = n.args[0], n.args[1]
+    sa, sb = cg.shape(a), cg.shape(b)
+    if len(sa) == 1 and len(sb) == 1:  # dot: d = (r,)
+        return (sa[0],), (0,), (lambda d: ()), (lambda d: d), (lambda d: d)
+    if len(sa) == 2 and len(sb) == 1:  # mv: d = (i, r)
+        return sa, (1,), (lambda d: d[:1]), (lambda d: d), (lambda d: d[1:])
+    if len(sa) == 2 and len(sb) == 2:  # mm: d = (i, r, j)
+        return ((sa[0], sa[1], sb[1]), (1,), (lambda d: (d[0], d[2])), (lambda d: d[:2]),
+                (lambda d: d[1:]))
+    if len(sa) == 3 and len(sb) == 3:  # bmm: d = (batch, i, r, j)
+        return ((sa[0], sa[1], sa[2], sb[2]), (2,), (lambda d: (d[0], d[1], d[3])),
+                (lambda d: d[:3]), (lambda d: (d[0], d[2], d[3])))
+    raise TorchModelError(f"matrix product of shapes {sa} and {sb} is not supported"
+                          f"{cg.t.where(n)}")
+
+
+def _matmul_acc(cg, n):
+    """A per-chain matrix product as an accumulation, so that a product over the data's rows
+    (the backward pass's X^T r) joins the shared row loop instead of a loop per coefficient."""
+    from .codegen import Accumulation
+    domain, dims, out_index, a_index, b_index = _matmul_parts(cg, n)
+    kind = _result_kind(cg, n)
+
+    def contributions(d, s):
+        a = _num(cg, n, cg.value(n.args[0], a_index(d), s))
+        return [(out_index(d), _mul(a, _num(cg, n, cg.value(n.args[1], b_index(d), s)), kind))]
+    return Accumulation(cg.shape(n), lambda o, s: literal(0.0, "S"), tuple(domain),
+                        _outer(domain, dims), contributions)
+
+
+def _mean_acc(cg, n):
+    """mean as the sum of its terms over their count (one pass, fused like a sum)."""
+    from .codegen import Accumulation
+    src, shape, dims, _, out_index = _reduction_parts(cg, n)
+    inverse = literal(1.0 / math.prod(shape[d] for d in dims), "S")
+    kind = _result_kind(cg, n)
+    return Accumulation(
+        out_shape=cg.shape(n), init=lambda o, s: literal(0.0, "S"), domain=shape,
+        outer=_outer(shape, dims),
+        contributions=lambda d, s: [(out_index(d), _mul(_num(cg, n, cg.value(src, d, s)),
+                                                        inverse, kind))])
 
 
 def _scan(combine):
@@ -814,6 +857,8 @@ VIEWS = frozenset({"alias", "clone", "lift_fresh_copy", "detach", "contiguous", 
 
 ACCUMULATIONS = {
     "sum": _reduce_acc("+"), "prod": _reduce_acc("*"), "amax": _reduce_acc("max"), "amin": _reduce_acc("min"),
+    "mean": _mean_acc, "mm": _matmul_acc, "mv": _matmul_acc, "dot": _matmul_acc,
+    "bmm": _matmul_acc,
     "index_put": _index_put_acc, "scatter_add": _scatter_add_acc,
     "embedding_dense_backward": _embedding_backward_acc,
 }
