@@ -337,6 +337,8 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
               f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
+        if diag.at_cap(diag.ess_bulk).all() or diag.at_cap(diag.ess_tail).all():  # the minimum
+            print(f"                  {diagnostics.cap_note(diag).removeprefix('* ')}")
         if res.superchains is not None:
             report_nested_r_hat(draws, args.chains // res.superchains, window[2])
         warn_high_r_hat(diag.max_r_hat)

@@ -128,3 +128,16 @@ def test_model_run_in_superchains_prints_the_nested_r_hat(capsys):
                      out, re.M)
     assert line is not None, out
     assert "    tau " in out  # the constrained parameters' table comes first
+
+
+def test_cli_names_the_cap_when_the_minimum_ess_is_at_it(capsys):
+    """eps = 1.1, L = 3 on N(0, I): trajectories of length 3.3, about half a period, so draws
+    alternate in sign and every bulk ESS is at the cap."""
+    from fused_hmc import cli
+
+    assert cli.main(["sample", "--chains", "8", "--dim", "2", "--samples", "200", "--step-size",
+                     "1.1", "--leapfrog", "3", "--no-progress", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    n = 8 * 200
+    assert re.search(rf"^ESS bulk / tail\s+min {n * math.log10(n):.0f} /", out, re.M), out
+    assert f"ESS at arviz-stats' cap N log10 N = {n * math.log10(n):,.0f} (N = 1,600" in out
