@@ -28,8 +28,8 @@ from typing import Callable
 import torch
 import torch.fx
 
-from . import ops
-from .cexpr import CTYPE, Expr, as_kind, flat, literal, loop_vars
+from . import ops, rows
+from .cexpr import CTYPE, Expr, as_kind, flat, literal, loop_vars, paren
 from .trace import Traced, TorchModelError, op_name
 from .varying import Varying, canonical
 
@@ -83,7 +83,7 @@ def numel(shape) -> int:
 
 
 class Codegen:
-    def __init__(self, traced: Traced, user_data_names, small_limit: int):
+    def __init__(self, traced: Traced, user_data_names, small_limit: int, lanes: int = 1):
         self.t = traced
         self.small_limit = small_limit
         self.field_of: dict[torch.fx.Node, str] = {}
@@ -92,6 +92,10 @@ class Codegen:
         self._count = 0
         self.varying = Varying(self)
         self._recomputed: dict = {}
+        self.lanes = lanes
+        self.row_accs: dict = {}  # with lanes: the row loops' accumulators -> Accumulation
+        self.after_rows: set = set()  # the nodes depending on them (rows.py)
+        self.empty_rows = False  # while generating F(acc_empty) (lane_shares)
         self._check_ops()
 
     # -- analysis --------------------------------------------------------------------------------
@@ -140,6 +144,8 @@ class Codegen:
                 return literal(a, "b")
             return literal(a, "i" if isinstance(a, int) else "S")
         idx = canonical(tuple(idx), self.varying(a))
+        if self.empty_rows and a in self.row_accs:  # F(acc_empty): no row added yet
+            return as_kind(self.row_accs[a].init(idx, scope), self.kind(a))
         if a in self.stored:
             name, shape = self.stored[a]
             return Expr(name if numel(shape) == 1 else f"{name}[{flat(idx, shape)}]",
@@ -152,7 +158,7 @@ class Codegen:
         place = next((s for s in scope.chain() if s.var in used), None)
         if place is None:
             place = self.root
-        key = (a, tuple(str(i) for i in idx))
+        key = (a, tuple(str(i) for i in idx), self.empty_rows and a in self.after_rows)
         for s in place.chain():
             if key in s.cache:
                 return s.cache[key]
@@ -224,27 +230,33 @@ class Codegen:
 
     # -- loops -----------------------------------------------------------------------------------
 
-    def for_each(self, shape, scope: Scope, body: Callable, unroll: bool = True) -> None:
+    def for_each(self, shape, scope: Scope, body: Callable, unroll: bool = True,
+                 rows: bool = False) -> None:
         """Calls body(idx, scope) for every index of shape: unrolled (literal indices) when
         small, else in nested loops (each a child scope, closed into its parent)."""
         if unroll and numel(shape) <= UNROLL:
             for idx in _indices(shape):
                 body(idx, scope)
             return
-        self._loop_nest(list(shape), (), scope, body)
+        self._loop_nest(list(shape), (), scope, body, rows)
 
-    def _loop_nest(self, rest, idx, scope, body):
+    def _loop_nest(self, rest, idx, scope, body, rows=False):
+        """rows: the outermost loop runs over this lane's rows (rows.first, += rows.step)."""
         if not rest:
             body(idx, scope)
             return
         n = rest[0]
         if n == 1:
-            self._loop_nest(rest[1:], idx + (0,), scope, body)
+            self._loop_nest(rest[1:], idx + (0,), scope, body, rows)
             return
         var = self.new_name("k")
         child = Scope(scope, var)
         self._loop_nest(rest[1:], idx + (var,), child, body)
-        scope.lines.append(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+        if rows:
+            scope.lines.append(f"for (int64_t {var} = rows.first; {var} < {n}; "
+                               f"{var} += rows.step) {{")
+        else:
+            scope.lines.append(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
         scope.lines += ["  " + line for line in child.lines]
         scope.lines.append("}")
 
@@ -255,9 +267,12 @@ class Codegen:
         holding each output's value reader."""
         self.root = Scope(None)
         self.stored: dict = {}
+        self.row_accs, self.after_rows, self.empty_rows = {}, set(), False
+        self.steps: list = []
         needed = _ancestors(outputs)
         nodes = [n for n in self.t.gm.graph.nodes if n in needed and n.op == "call_function"
                  and self.depends(n)]
+        self.nodes = nodes
         phase: dict = {}
         grouped: dict = {}
         for n in nodes:
@@ -274,13 +289,56 @@ class Codegen:
         for p in sorted(grouped):
             for key, members in grouped[p].items():
                 if key != "small":
-                    self._fused_loop(key, members)
+                    rows = self.lanes > 1 and numel(key) > self.small_limit
+                    if rows:
+                        self._check_row_loop(members)
+                    self._fused_loop(key, members, rows)
+                    self.steps.append(("loop", key, members))
+                    if rows:
+                        self.row_accs.update(dict(members))
             for n, acc in grouped[p].get("small", []):
-                if acc is not None:
-                    self._accumulate_small(n, acc)
-                else:
-                    self._materialise(n)
+                self._small_step(n, acc)
+                self.steps.append(("small", n, acc))
         return self.root.lines
+
+    def _small_step(self, n, acc) -> None:
+        if acc is not None:
+            self._accumulate_small(n, acc)
+        else:
+            self._materialise(n)
+
+    # -- lanes (rows.py) ---------------------------------------------------------------------------
+
+    def _check_row_loop(self, members) -> None:
+        for n, acc in members:
+            if acc.combine != "+":
+                rows.refuse_row_loop(self, n, acc.combine, self.lanes)
+            if _ancestors(n.all_input_nodes) & set(self.row_accs):
+                rows.refuse_nested(self, n, self.lanes)
+
+    def lane_shares(self, reads) -> list[Expr]:
+        """The lane's share of each output read (node, idx) after function_body with lanes:
+        F(acc_lane) - [rows.first != 0] F(acc_empty), F(acc_empty) being the code after the row
+        loops run again with each row accumulator at its initial value (the nodes not depending
+        on them are reused, so only the row-dependent part is computed twice, mostly folded)."""
+        self.after_rows = rows.row_degrees(self, self.nodes, self.row_accs,
+                                           {n for n, _ in reads}, self.lanes)
+        full = [as_kind(self.value(n, idx, self.root), "T") for n, idx in reads]
+        self.empty_rows = True
+        self.stored = {n: v for n, v in self.stored.items() if n not in self.after_rows}
+        for step in self.steps:
+            if step[0] == "loop":
+                members = [(n, acc) for n, acc in step[2]
+                           if n in self.after_rows and n not in self.row_accs]
+                if members:
+                    self._fused_loop(step[1], members, False)
+            elif step[1] in self.after_rows:
+                self._small_step(step[1], step[2])
+        empty = [as_kind(self.value(n, idx, self.root), "T") for n, idx in reads]
+        self.empty_rows = False
+        return [f if e.lit == 0 else
+                Expr(f"(rows.first == 0 ? T({f.code}) : T({f.code} - {paren(e)}))", "T")
+                for f, e in zip(full, empty)]
 
     def _declare(self, n) -> str:
         name = self.new_name("v")
@@ -340,9 +398,9 @@ class Codegen:
                       lambda d, scope: self._add_contributions(name, n, acc, d, scope))
         self.stored[n] = (name, self.shape(n))
 
-    def _fused_loop(self, extents, members) -> None:
-        """One loop nest over the shared outer extents; each member adds its contributions over
-        the rest of its domain inside it."""
+    def _fused_loop(self, extents, members, rows: bool = False) -> None:
+        """One loop nest over the shared outer extents (rows: the outermost over this lane's
+        rows); each member adds its contributions over the rest of its domain inside it."""
         names = [self._init_accumulator(n, acc) for n, acc in members]
 
         def body(outer_idx, scope):
@@ -358,7 +416,7 @@ class Codegen:
                         d[k] = v
                     self._add_contributions(name, n, acc, tuple(d), s)
                 self.for_each(inner_shape, scope, inner_body)
-        self.for_each(extents, self.root, body, unroll=False)
+        self.for_each(extents, self.root, body, unroll=False, rows=rows)
         for name, (n, _) in zip(names, members):
             self.stored[n] = (name, self.shape(n))
 
@@ -383,27 +441,32 @@ def _ancestors(outputs) -> set:
     return seen
 
 
-def generate(traced: Traced, user_data_names, small_limit: int) -> Generated:
-    """The C++ source of log_density and log_density_and_gradient for the traced graph."""
-    cg = Codegen(traced, user_data_names, small_limit)
+def generate(traced: Traced, user_data_names, small_limit: int, lanes: int = 1) -> Generated:
+    """The C++ source of log_density and log_density_and_gradient for the traced graph; with
+    lanes > 1 their rows forms, log_density_rows and log_density_and_gradient_rows (a lane's
+    share: docs/TARGETS.md, "Data rows over lanes"; rows.py says when it is exact)."""
+    cg = Codegen(traced, user_data_names, small_limit, lanes)
     value_node, grad_node = traced.value, traced.grad
     dim = cg.shape(traced.x)[0]
+    suffix, rows_arg = ("_rows", ", fused_hmc::Rows rows") if lanes > 1 else ("", "")
 
-    body = cg.function_body([value_node])
-    value = as_kind(cg.value(value_node, (), cg.root), "T")
+    def outputs(reads):
+        if lanes > 1:
+            return cg.lane_shares(reads)
+        return [as_kind(cg.value(n, idx, cg.root), "T") for n, idx in reads]
+
+    cg.function_body([value_node])
+    (value,) = outputs([(value_node, ())])
     density = (["template <typename T, typename Data>",
-                "FUSED_HMC_HD T log_density(const T* x, const Data& data) {"]
-               + ["  " + line for line in body + [f"return {value.code};"]] + ["}"])
+                f"FUSED_HMC_HD T log_density{suffix}(const T* x, const Data& data{rows_arg}) {{"]
+               + ["  " + line for line in cg.root.lines + [f"return {value.code};"]] + ["}"])
 
-    body = cg.function_body([value_node, grad_node])
-    lines = list(body)
-    value = as_kind(cg.value(value_node, (), cg.root), "T")
-    for j in range(dim):
-        g = as_kind(cg.value(grad_node, (j,), cg.root), "T")
-        cg.root.lines.append(f"grad[{j}] = {g.code};")
-    lines = cg.root.lines
+    cg.function_body([value_node, grad_node])
+    value, *grads = outputs([(value_node, ())] + [(grad_node, (j,)) for j in range(dim)])
+    cg.root.lines += [f"grad[{j}] = {g.code};" for j, g in enumerate(grads)]
     both = (["template <typename T, typename Data>",
-             "FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {"]
-            + ["  " + line for line in lines + [f"return {value.code};"]] + ["}"])
+             f"FUSED_HMC_HD T log_density_and_gradient{suffix}(const T* x, T* grad, "
+             f"const Data& data{rows_arg}) {{"]
+            + ["  " + line for line in cg.root.lines + [f"return {value.code};"]] + ["}"])
     header = ["// Generated by fused_hmc.TorchModel from a torch log density (fused_hmc/torch_model)."]
     return Generated("\n".join(header + density + [""] + both) + "\n", dict(cg.fields))

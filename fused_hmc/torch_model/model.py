@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 import torch
 
 from .. import cpp_data
-from ..cpp_target import CppTarget
+from ..cpp_target import _LANES as LANES, CppTarget
 from .codegen import generate
 from .parameters import Parameters
 from .trace import TorchModelError, trace, tracing_defaults
@@ -34,17 +34,22 @@ class TorchModel(CppTarget):
     ONE chain. params: {name: shape | (shape, constraint)} (Parameters). data: name -> tensor |
     float | int, passed to fn as given (tensors as float64 / int64). small_limit: per-chain
     values with at most this many entries are stored (default max(64, 4 dim)); larger ones (the
-    data-length ones) are recomputed where used, never stored.
+    data-length ones) are recomputed where used, never stored. lanes (1, 2, 4, .. 32): the CUDA
+    threads a chain takes, its data's rows split between them (CppTarget's lanes); the code is
+    then generated in the rows form, which needs the density to be a sum over the rows.
 
     Raises TorchModelError at construction when fn cannot be compiled: an unsupported op, Python
-    control flow on a parameter's value, a shape mismatch with params, a result that is not 0-d.
+    control flow on a parameter's value, a shape mismatch with params, a result that is not 0-d,
+    lanes > 1 for a density that is not a sum over the data's rows (rows.py).
     """
 
     def __init__(self, fn: Callable, params: Mapping, data: Mapping | None = None, *,
-                 small_limit: int | None = None):
+                 small_limit: int | None = None, lanes: int = 1):
         if not callable(fn):
             raise TypeError(f"fn must be callable fn(p, data) -> 0-d tensor, got "
                             f"{type(fn).__name__}")
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
+            raise ValueError(f"lanes must be one of {list(LANES)}, got {lanes!r}")
         self.parameters = Parameters(params)
         self.fn = fn
         fields, values = cpp_data.prepare(dict(data) if data is not None else None)
@@ -56,7 +61,7 @@ class TorchModel(CppTarget):
         traced = trace(lambda x: self._unconstrained_density(x), dim,
                        {k: v for k, v in self.user_data.items() if isinstance(v, torch.Tensor)},
                        fn)
-        generated = generate(traced, set(self.user_data), small_limit)
+        generated = generate(traced, set(self.user_data), small_limit, lanes)
         self.trace_seconds = time.perf_counter() - started
         self.generated_source = generated.source
         compiled_data = {**{k: v for k, v in self.user_data.items()
@@ -64,7 +69,7 @@ class TorchModel(CppTarget):
         super().__init__(generated.source, dim, data=compiled_data,
                          names=self.parameters.unconstrained_names(),
                          log_prob=self._reference_log_prob, gradient=True,
-                         constrain=self.parameters.constrain)
+                         constrain=self.parameters.constrain, lanes=lanes)
         self.source_name = "<TorchModel generated>"
 
     def __repr__(self) -> str:
