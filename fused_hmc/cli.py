@@ -489,6 +489,7 @@ def _sample_ranks(args: argparse.Namespace, ranks) -> int:
             user = cli_models.user_target(args)
             target = user.target
             q0 = cli_models.start(user, everyone, dtype, ranks.device, args.seed)
+            cli_models.check_dim(user, q0)
         else:  # the one-process start of every chain; this rank's rows
             target = _target(args)
             generator = torch.Generator(device=ranks.device).manual_seed(args.seed)
@@ -532,6 +533,7 @@ def _sample(args: argparse.Namespace) -> int:
             user = cli_models.user_target(args)
             target = user.target
             q0 = cli_models.start(user, args.chains, dtype, device, args.seed)
+            cli_models.check_dim(user, q0)
         else:
             target = _target(args)
             generator = torch.Generator(device=device).manual_seed(args.seed)

@@ -206,15 +206,17 @@ def start(user: UserTarget, chains: int, dtype: torch.dtype, device: torch.devic
     if user.model is not None:
         return user.model.initial_point(chains, dtype=dtype, device=device, generator=generator)
     u = torch.rand(chains, user.target.dim, dtype=torch.float64, generator=generator)
-    q0 = ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
-    check_dim(user.target, q0)
-    return q0
+    return ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
 
 
-def check_dim(target, q0: torch.Tensor) -> None:
-    """--dim against the coordinates the C++ file reads (dim_check.py), at the starting points."""
+def check_dim(user: UserTarget, q0: torch.Tensor) -> None:
+    """--dim against the coordinates a C++ file reads (dim_check.py), at the starting points
+    (compiles the target; a --model's dim is its own)."""
     from . import dim_check
 
+    if user.model is not None:
+        return
+    target = user.target
     points = q0[:DIM_CHECK_POINTS]  # Stan's random starts: distinct points, not the mode
     if dim_check.reads_beyond_dim(target, points):
         raise CliError("--dim", dim_check.beyond_message(target.dim, "--dim"))
