@@ -111,8 +111,7 @@ def object_like_macros() -> frozenset[str]:
         names = _read(path)
         if names is None:
             names = _from_compiler(compiler, csrc)
-            if names is None:
-                return FALLBACK
-            _write(path, names)
-        _cached[compiler] = names | FALLBACK
+            if names is not None:
+                _write(path, names)
+        _cached[compiler] = FALLBACK | (names or frozenset())  # once per process either way
         return _cached[compiler]

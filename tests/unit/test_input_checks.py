@@ -51,6 +51,16 @@ def test_the_macro_list_comes_from_the_compiler_and_its_cache_is_checked(tmp_pat
     assert set(cache.read_text().split()) | cpp_macros.FALLBACK == names
 
 
+def test_without_a_compiler_the_fixed_list_stands_in(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(cpp_macros, "_cached", {})
+    assert cpp_macros.object_like_macros() == cpp_macros.FALLBACK
+    assert list(tmp_path.iterdir()) == []  # nothing cached on disk
+    with pytest.raises(ValueError, match=r"data name 'M_PI' is a macro"):
+        cpp_data.check_name("M_PI")
+
+
 def test_data_that_overflows_float32_is_reported_before_compiling(monkeypatch):
     target = fused_hmc.CppTarget(SOURCE, 1, data={"big": torch.tensor([1.0, 1e39],
                                                                      dtype=torch.float64)})
