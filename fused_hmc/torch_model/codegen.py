@@ -109,8 +109,8 @@ class Codegen:
                 target = getattr(n.target, "__name__", str(n.target))
                 raise TorchModelError(
                     f"unsupported operation aten.{target}{self.t.where(n)}: the TorchModel "
-                    "compiler has no C++ form for it (docs/torch_model.md lists the operations "
-                    "covered)")
+                    "compiler has no C++ form for it (docs/TORCH_MODEL_COMPILER.md lists the "
+                    "operations covered)")
 
     def shape(self, n) -> tuple:
         return tuple(n.meta["val"].shape) if isinstance(n, torch.fx.Node) else ()
