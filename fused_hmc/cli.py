@@ -634,7 +634,8 @@ def _add_sample_parser(sub) -> None:
                                    "from the target itself and the moments are checked against "
                                    "the truth; a --model (fused_hmc.models) or your own C++ "
                                    "(--target FILE.cpp --data FILE.json --dim D: a "
-                                   "log_density as README.md's \"Your own model\" shows) starts as Stan does, each unconstrained "
+                                   "log_density as docs/TARGETS.md shows; or --model FILE.py[:NAME], a TorchModel) "
+                                   "starts as Stan does, each unconstrained "
                                    "parameter uniform in [-2, 2] (from --seed), warms up, and "
                                    "is summarised in named parameters (a model's constrained "
                                    "ones). Degenerate runs end with a warning.")
@@ -665,7 +666,7 @@ def _add_sample_parser(sub) -> None:
          help="standard: N(mean, I); diagonal: N(mean, diag(scale^2)); dense: covariance "
               "scale_i scale_j (correlation rho off the diagonal), dim <= 256; FILE.cpp (or "
               + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
-              "first use and cached (README.md, \"Your own model\"), with --dim and --data "
+              "first use and cached (docs/TARGETS.md), with --dim and --data "
               "(default: standard)")
     flag("--model", type=model_kind, default=None, metavar="NAME|FILE.py[:NAME]",
          help=f"a model of fused_hmc.models ({', '.join(sorted(MODELS))}) with its data, or a "
@@ -684,8 +685,8 @@ def _add_sample_parser(sub) -> None:
               "has one, or defined in FILE.cpp) instead of dual numbers")
     flag("--lanes", type=int, choices=[1, 2, 4, 8, 16, 32], default=1,
          help="--target FILE.cpp: the CUDA threads a chain takes; above 1 the file defines "
-              "log_density_rows, a lane's share of the data's rows (README.md, \"Your own "
-              "model\"; default: 1)")
+              "log_density_rows, a lane's share of the data's rows (docs/TARGETS.md; "
+              "default: 1)")
     flag("--mean", type=_real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,
