@@ -317,6 +317,39 @@ def test_a_cpp_target_build_waits_on_its_lock_with_a_timeout(monkeypatch, tmp_pa
         holder.wait()
 
 
+def test_a_cpp_target_builds_from_its_own_copy_of_the_headers_and_says_how_long(
+        monkeypatch, tmp_path, capfd):
+    """Its build depends on fused_hmc's headers' content, not on where they lie; the message
+    quotes the measured build time; then it is marked complete."""
+    from torch.utils import cpp_extension
+
+    from fused_hmc import cpp_build
+
+    calls = []
+
+    def fake_load(*, name, build_directory, **kwargs):
+        calls.append(dict(kwargs, name=name, build_directory=build_directory))
+        return types.SimpleNamespace(__name__=name)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(cpp_build, "_modules", {})
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    monkeypatch.setattr(cpp_build, "_syntax_check", lambda spec, directory, headers: None)
+    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
+                               scalar="double", device_kind="cpu", fields=(),
+                               user_gradient=False)
+    cpp_build.load(spec)
+    [line] = capfd.readouterr().err.strip().splitlines()
+    assert line.startswith("compiling the CppTarget (dim 1, double, cpu; first use of this "
+                           "source; about 45 s of CPU time) in "), line
+    directory = Path(calls[0]["build_directory"])
+    headers = directory / _build.SOURCES_SUBDIR
+    assert calls[0]["extra_include_paths"] == [str(headers)]
+    assert (headers / "user" / "user_target.h").read_bytes() == (
+        _build.csrc_dir() / "user" / "user_target.h").read_bytes()
+    assert (directory / build_cache.COMPLETE_MARKER).read_text() == calls[0]["name"]
+
+
 def test_a_complete_cpp_target_build_loads_without_touching_torchs_lock(monkeypatch, tmp_path):
     from torch.utils import cpp_extension
 
