@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.distributions import Normal, constraints
 
 import fused_hmc
 from fused_hmc.constraints import ordered
 from fused_hmc.torch_model import TorchModel, TorchModelError
 from fused_hmc.torch_model.host_eval import HostEval
+
+from .test_torch_model import BINARY, COMPOSE_DATA, UNARY, composed_fn
 
 RTOL = 1e-10
 
@@ -107,6 +111,23 @@ def test_log_of_a_row_sum_is_refused_naming_the_op():
         TorchModel(fn, {"mu": ()}, data=mixture_data(), lanes=2)
 
 
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)),
+                          st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=6))
+def test_random_compositions_are_split_exactly_or_refused(program):
+    """test_torch_model's random compositions (data-indexed values of 90 rows, reduced by sums,
+    means, logsumexp, amax...) with lanes=4: either refused as not a sum over the rows, or the
+    shares sum to autograd of the whole density."""
+    try:
+        model = TorchModel(composed_fn(program), {"a": (5,), "b": ((5,), constraints.positive)},
+                           data=COMPOSE_DATA, lanes=4)
+    except TorchModelError as error:
+        assert "lanes=4 cannot split this density" in str(error)
+        return
+    assert_shares_sum_to_autograd(model, points(model))
+
+
 def test_lanes_must_be_a_power_of_two_up_to_32():
     for bad in (3, 64, 2.0, True):
         with pytest.raises(ValueError, match="lanes must be one of"):
@@ -121,5 +142,6 @@ def test_compiled_lanes_model_matches_autograd_and_samples():
     x = points(model, 4)
     value, grad = model.log_density_and_gradient(x)
     assert_close(value, grad, *autograd(model, x))
-    res = fused_hmc.sample(points(model, 8, seed=1), 20, target=model, num_warmup=20, seed=3)
+    res = fused_hmc.sample(points(model, 8, seed=1, scale=0.1), 20, target=model, num_warmup=50,
+                           seed=3)
     assert res.samples.shape[-1] == model.dim and bool(torch.isfinite(res.samples).all())
