@@ -2,7 +2,8 @@
 
 For eight schools, diamonds and logistic regression from the model library, in float32 and
 float64 at --chains chains:
-  torch  the model's torch form compiled by fused_hmc.TorchModel (reverse-mode gradient);
+  torch  the model's torch form compiled by fused_hmc.TorchModel (reverse-mode gradient), over
+         the library's lanes as the hand-written form;
   hand   the C++ form with its hand-written gradient (the library's lanes: diamonds uses 8);
   duals  the C++ form with the forward-mode dual-number gradient.
 Each row: transitions and gradient evaluations per second in the sampling kernel at a fixed step
@@ -11,7 +12,8 @@ module (measured in its own process, all modules compiled at once by --jobs proc
 includes the machine's contention). Then, for the torch form in float64, a short sampling run
 (per-chain warm-up) compared with posteriordb's reference means (worst |mean - ref| / ref sd).
 
-Usage: python benchmarks/bench_torch_model.py [--chains 4096] [--models a,b] [--out file.json]
+Usage: python benchmarks/bench_torch_model.py [--chains 4096] [--models a,b] [--variants torch,hand]
+       [--out file.json]
 """
 from __future__ import annotations
 
@@ -38,7 +40,10 @@ def make_target(name: str, variant: str):
 
     model = getattr(models, name)()
     if variant == "torch":
-        return model, model.torch_form().model()
+        from fused_hmc import TorchModel
+
+        form = model.torch_form()
+        return model, TorchModel(form.fn, form.params, data=form.data, lanes=model.lanes)
     return model, model.target(gradient=variant == "hand")
 
 
@@ -90,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chains", type=int, default=4096)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", default=None)
     parser.add_argument("--no-posterior", action="store_true")
@@ -101,13 +107,14 @@ def main() -> None:
     from bench_models import target_gradient_rate
 
     names = args.models.split(",")
-    specs = [f"{n}:{v}:{d}" for n in names for v in VARIANTS for d in DTYPES]
+    variants = args.variants.split(",")
+    specs = [f"{n}:{v}:{d}" for n in names for v in variants for d in DTYPES]
     builds = build_all(specs, args.jobs)
     rows = []
     for name in names:
         for dname, dtype in DTYPES.items():
             row = {"model": name, "dtype": dname}
-            for variant in VARIANTS:
+            for variant in variants:
                 if builds[f"{name}:{variant}:{dname}"].get("failed"):
                     row[variant] = None
                     continue
@@ -121,13 +128,17 @@ def main() -> None:
                 row["torch_over_hand"] = row["torch"] / row["hand"]
             rows.append(row)
             print(row, flush=True)
-    posterior = {} if args.no_posterior else {n: posterior_check(n, args.chains) for n in names}
+    from fused_hmc import models
+
+    posterior = {} if args.no_posterior else {
+        n: posterior_check(n, args.chains) for n in names
+        if getattr(models, n)().posteriordb is not None}  # logistic regression has no reference
     print(f"\n{'model':20s} {'dtype':5s} {'torch T/s':>11s} {'hand T/s':>11s} {'duals T/s':>11s} "
           f"{'torch/hand':>10s} {'compile s (torch)':>17s}")
     for r in rows:
         fmt = lambda v: f"{v:11.3g}" if v else f"{'failed':>11s}"  # noqa: E731
-        print(f"{r['model']:20s} {r['dtype']:5s} {fmt(r['torch'])} {fmt(r['hand'])} "
-              f"{fmt(r['duals'])} {r.get('torch_over_hand', float('nan')):10.2f} "
+        print(f"{r['model']:20s} {r['dtype']:5s} {fmt(r.get('torch'))} {fmt(r.get('hand'))} "
+              f"{fmt(r.get('duals'))} {r.get('torch_over_hand', float('nan')):10.2f} "
               f"{r.get('torch_compile_s', float('nan')):17.1f}")
     for n, p in posterior.items():
         print(f"{n}: torch form, float64, 500 + 500: worst |mean - ref| = "

@@ -1,5 +1,6 @@
-"""``fused-hmc sample`` on users' models: ``--model NAME`` (:mod:`fused_hmc.models`) and ``--target
-FILE.cpp --data FILE.json --dim D`` (a user's C++ log density, docs/TARGETS.md).
+"""``fused-hmc sample`` on users' models: ``--model NAME`` (:mod:`fused_hmc.models`), ``--model
+path/to/model.py[:NAME]`` (a TorchModel: cli_model_file.py) and ``--target FILE.cpp --data
+FILE.json --dim D`` (a user's C++ log density, docs/TARGETS.md).
 
 The flags become a :class:`fused_hmc.CppTarget` (every combination checked before anything
 compiles), the chains start as Stan's do (each unconstrained coordinate uniform on [-2, 2], drawn
@@ -18,6 +19,8 @@ import numpy as np
 import torch
 
 from .cli import CliError
+from .cli_model_file import FileModel, is_model_file
+from .cli_model_file import load as load_model_file
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx")
 GAUSSIANS = ("standard", "diagonal", "dense")
@@ -25,6 +28,8 @@ GAUSSIANS = ("standard", "diagonal", "dense")
 MODEL_WARMUP = 1000
 # Stan's initialisation: each unconstrained coordinate uniform on [-INIT_RADIUS, INIT_RADIUS].
 INIT_RADIUS = 2.0
+# Starting points at which --dim is checked against the coordinates a C++ file reads.
+DIM_CHECK_POINTS = 64
 # Constrained moments go over the draws in blocks of chains of about this many values.
 _BLOCK_VALUES = 2**22
 
@@ -71,7 +76,18 @@ def resolve_flags(args) -> None:
         if args.gradient:
             raise CliError("--gradient", "needs --model or --target FILE.cpp (the Gaussian "
                                          "targets' gradients are built in)")
-    if model_name is not None:
+    if model_name is not None and is_model_file(model_name):
+        if args.dim is not None:
+            raise CliError("--dim", f"--model {model_name}: the TorchModel's params give its "
+                                    "dimension; leave --dim out")
+        if args.gradient:
+            raise CliError("--gradient", "a TorchModel's gradient is always compiled (reverse "
+                                         "mode); leave --gradient out")
+        if args.data is not None and not Path(args.data).is_file():
+            raise CliError("--data", f"no file {args.data}")
+        model = load_model_file(model_name, None if args.data is None else load_data(args.data))
+        args.dim, args.library_model = model.dim, model
+    elif model_name is not None:
         from .models import MODELS
 
         model = MODELS[model_name]()
@@ -193,9 +209,29 @@ def start(user: UserTarget, chains: int, dtype: torch.dtype, device: torch.devic
     return ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
 
 
+def check_dim(user: UserTarget, q0: torch.Tensor) -> None:
+    """--dim against the coordinates a C++ file reads (dim_check.py), at the starting points
+    (compiles the target; a --model's dim is its own)."""
+    from . import dim_check
+
+    if user.model is not None:
+        return
+    target = user.target
+    points = q0[:DIM_CHECK_POINTS]  # Stan's random starts: distinct points, not the mode
+    if dim_check.reads_beyond_dim(target, points):
+        raise CliError("--dim", dim_check.beyond_message(target.dim, "--dim"))
+    _, gradient = target.log_density_and_gradient(points)
+    unused = dim_check.unused_coordinates(gradient)
+    if unused:
+        raise CliError("--dim", dim_check.unused_message(unused, target.dim, gradient.shape[0],
+                                                         "--dim"))
+
+
 def describe(target, model, path: Path | None) -> str:
     """The target in the run's first line."""
     how = "hand-written gradient" if target.has_gradient else "dual-number gradient"
+    if isinstance(model, FileModel):
+        return f"TorchModel {model.name} (reverse-mode gradient compiled from torch)"
     if model is not None:
         source = f", posteriordb {model.posteriordb}" if model.posteriordb else ""
         return f"model {model.name} ({how}{source})"

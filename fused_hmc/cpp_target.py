@@ -227,6 +227,7 @@ class CppTarget:
             built = [g for (d, k, g) in self._modules if (d, k) == (dtype, kind)]
             lanes = built[0] if built else self.lanes_for(None, device)
         if (dtype, kind, lanes) not in self._modules:
+            self.data_arguments(dtype, device)  # data that overflows dtype: said before compiling
             self._modules[(dtype, kind, lanes)] = cpp_build.load(
                 self.build_spec(dtype, kind, lanes))
         return self._modules[(dtype, kind, lanes)]

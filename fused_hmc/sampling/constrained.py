@@ -52,6 +52,20 @@ def flatten(values: dict[str, torch.Tensor], lead: int = 2) -> torch.Tensor:
     return torch.cat(pieces, dim=-1)
 
 
+def names_and_flat(values: dict[str, torch.Tensor]) -> tuple[list[str], torch.Tensor]:
+    """Constrained draws {name: [chains, draws, *shape]} as (:func:`names`, [chains, draws,
+    number of values])."""
+    return names({n: tuple(v.shape[2:]) for n, v in values.items()}), flatten(values)
+
+
+def pooled_moments(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd (n - 1) of each column of flat [chains, draws, values] over every chain and
+    draw, in float64."""
+    pooled = flat.detach().reshape(-1, flat.shape[-1]).to(torch.float64)
+    sd = pooled.std(0) if pooled.shape[0] > 1 else torch.full_like(pooled[0], float("nan"))
+    return pooled.mean(0).cpu().numpy(), sd.cpu().numpy()
+
+
 def draws(constrain, source, count: int) -> dict[str, torch.Tensor]:
     """constrain applied to the first `count` draws of `source` ([chains, >= count, dim]: a
     tensor, or a store's DrawsOnDisk), a block of chains at a time: {name: [chains, count,

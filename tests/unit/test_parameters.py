@@ -104,8 +104,8 @@ def test_simplex_rows_sum_per_row():
     x = torch.randn(7, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     w = spec.constrain(x)["w"]
     torch.testing.assert_close(w.sum(-1), torch.ones(7, 2, dtype=torch.float64))
-    by_row = sum(Parameters({"w": ((3,), constraints.simplex)}).log_abs_det_jacobian(x[:, 2 * r:2 * r + 2])
-                 for r in range(2))
+    row = Parameters({"w": ((3,), constraints.simplex)})
+    by_row = sum(row.log_abs_det_jacobian(x[:, 2 * r:2 * r + 2]) for r in range(2))
     torch.testing.assert_close(spec.log_abs_det_jacobian(x), by_row + x[:, 4])
 
 

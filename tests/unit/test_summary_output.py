@@ -114,3 +114,30 @@ def test_an_ess_at_arviz_cap_is_marked_and_the_cap_named():
     assert f"* ESS at arviz-stats' cap N log10 N = {cap:,.0f} (N = {n:,} draws" in text
     plain = _summary(_result(_iid(dim=2)))  # iid: ESS near N, far below N log10 N
     assert "*" not in plain and "cap" not in plain
+
+
+@pytest.mark.slow  # builds the library's eight schools on first use (shared with test_cli_models)
+def test_model_run_in_superchains_prints_the_nested_r_hat(capsys):
+    from fused_hmc import cli
+
+    code = cli.main(["sample", "--model", "eight_schools", "--chains", "8", "--superchains", "2",
+                     "--samples", "20", "--warmup", "20", "--device", "cpu", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = re.search(r"^nested R-hat\s+max (\d+\.\d{4})  \(first 2 superchains x 4 chains\)$",
+                     out, re.M)
+    assert line is not None, out
+    assert "    tau " in out  # the constrained parameters' table comes first
+
+
+def test_cli_names_the_cap_when_the_minimum_ess_is_at_it(capsys):
+    """eps = 1.1, L = 3 on N(0, I): trajectories of length 3.3, about half a period, so draws
+    alternate in sign and every bulk ESS is at the cap."""
+    from fused_hmc import cli
+
+    assert cli.main(["sample", "--chains", "8", "--dim", "2", "--samples", "200", "--step-size",
+                     "1.1", "--leapfrog", "3", "--no-progress", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    n = 8 * 200
+    assert re.search(rf"^ESS bulk / tail\s+min {n * math.log10(n):.0f} /", out, re.M), out
+    assert f"ESS at arviz-stats' cap N log10 N = {n * math.log10(n):,.0f} (N = 1,600" in out
