@@ -234,3 +234,14 @@ def test_cuda_chains_over_lanes_agree_with_the_cpu(lanes4):
     assert len(set(cpu[5].tolist())) > 1  # the jitter varies the steps between chains
     torch.testing.assert_close(lanes4.log_density(q0.cuda()).cpu(), lanes4.log_density(q0),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_a_stored_target_with_other_lanes_is_the_same_target():
+    """Resuming with other lanes is resuming the same chains: a file's target does not differ
+    from the given one by its lanes (no compiling here)."""
+    from fused_hmc.sampling.stored_target import StoredCppTarget
+
+    given = CppTarget(SHARE + GRADIENT, DIM, data=_data(), gradient=True, lanes=4)
+    stored = StoredCppTarget(given.source, DIM, given.data, None, True, "auto")
+    assert stored.difference(given) is None
+    assert "gradient" in stored.difference(CppTarget(SHARE + GRADIENT, DIM, data=_data()))
