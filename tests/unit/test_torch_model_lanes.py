@@ -86,7 +86,8 @@ MIXTURE_PARAMS = {"w": ((2,), constraints.simplex), "mu": ((2,), ordered),
 
 def mixture_data(n=200):
     g = torch.Generator().manual_seed(2)
-    return {"y": torch.cat([torch.randn(n // 2, generator=g) - 2, torch.randn(n // 2, generator=g) + 2])}
+    return {"y": torch.cat([torch.randn(n // 2, generator=g) - 2,
+                            torch.randn(n // 2, generator=g) + 2])}
 
 
 def test_mixture_shares_sum_to_the_density_and_gradient():
