@@ -337,9 +337,7 @@ class Codegen:
                 self._small_step(step[1], step[2])
         empty = [as_kind(self.value(n, idx, self.root), "T") for n, idx in reads]
         self.empty_rows = False
-        return [f if e.lit == 0 else
-                Expr(f"(rows.first == 0 ? T({f.code}) : T({f.code} - {paren(e)}))", "T")
-                for f, e in zip(full, empty)]
+        return [f if e.lit == 0 else _share(f, e) for f, e in zip(full, empty)]
 
     def _declare(self, n) -> str:
         name = self.new_name("v")
@@ -420,6 +418,14 @@ class Codegen:
         self.for_each(extents, self.root, body, unroll=False, rows=rows)
         for name, (n, _) in zip(names, members):
             self.stored[n] = (name, self.shape(n))
+
+
+def _share(full: Expr, empty: Expr) -> Expr:
+    """A lane's share of an output: all of it on the first lane; on the others its part from
+    the rows (none at all for an output not depending on them, so that a -inf prior stays -inf
+    in the sum instead of -inf - -inf)."""
+    rest = "T(0)" if empty.code == full.code else f"T({full.code} - {paren(empty)})"
+    return Expr(f"(rows.first == 0 ? T({full.code}) : {rest})", "T")
 
 
 def _indices(shape):
