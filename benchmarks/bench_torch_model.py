@@ -40,10 +40,7 @@ def make_target(name: str, variant: str):
 
     model = getattr(models, name)()
     if variant == "torch":
-        from fused_hmc import TorchModel
-
-        form = model.torch_form()
-        return model, TorchModel(form.fn, form.params, data=form.data, lanes=model.lanes)
+        return model, model.torch_form().model()  # over the library's lanes, as the C++ form
     return model, model.target(gradient=variant == "hand")
 
 
