@@ -40,10 +40,7 @@ def make_target(name: str, variant: str):
 
     model = getattr(models, name)()
     if variant == "torch":
-        from fused_hmc import TorchModel
-
-        form = model.torch_form()
-        return model, TorchModel(form.fn, form.params, data=form.data, lanes=model.lanes)
+        return model, model.torch_form().model()  # over the library's lanes, as the C++ form
     return model, model.target(gradient=variant == "hand")
 
 
@@ -136,9 +133,11 @@ def main() -> None:
     print(f"\n{'model':20s} {'dtype':5s} {'torch T/s':>11s} {'hand T/s':>11s} {'duals T/s':>11s} "
           f"{'torch/hand':>10s} {'compile s (torch)':>17s}")
     for r in rows:
-        fmt = lambda v: f"{v:11.3g}" if v else f"{'failed':>11s}"  # noqa: E731
-        print(f"{r['model']:20s} {r['dtype']:5s} {fmt(r.get('torch'))} {fmt(r.get('hand'))} "
-              f"{fmt(r.get('duals'))} {r.get('torch_over_hand', float('nan')):10.2f} "
+        def fmt(variant):  # not asked for: -, asked for and failed to build: failed
+            v = r.get(variant)
+            return f"{v:11.3g}" if v else f"{'failed' if variant in r else '-':>11s}"
+        print(f"{r['model']:20s} {r['dtype']:5s} {fmt('torch')} {fmt('hand')} "
+              f"{fmt('duals')} {r.get('torch_over_hand', float('nan')):10.2f} "
               f"{r.get('torch_compile_s', float('nan')):17.1f}")
     for n, p in posterior.items():
         print(f"{n}: torch form, float64, 500 + 500: worst |mean - ref| = "

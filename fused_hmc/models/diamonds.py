@@ -166,7 +166,8 @@ def _torch_fn(p, data, coef: str):
 
 def _torch_form(data: dict, coef: str, K: int) -> TorchForm:
     params = {coef: (K,), "Intercept": (), "sigma": ((), constraints.positive)}
-    return TorchForm(functools.partial(_torch_fn, coef=coef), params, data, tuple(range(K + 2)))
+    return TorchForm(functools.partial(_torch_fn, coef=coef), params, data, tuple(range(K + 2)),
+                     lanes=LANES)
 
 
 def diamonds(qr: bool = True) -> Model:

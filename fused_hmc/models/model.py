@@ -21,18 +21,20 @@ class TorchForm(NamedTuple):
     """A model written for ``fused_hmc.TorchModel``: ``fn(p, data)``, p the constrained values of
     one chain by name; ``params`` name -> shape | (shape, constraint); ``data``. ``to_cpp``: the
     C++ form's coordinates from the torch form's, x_cpp = x_torch[..., to_cpp] (both
-    unconstrained; the two log densities then agree up to a constant)."""
+    unconstrained; the two log densities then agree up to a constant). ``lanes``: the C++ form's
+    lanes, which the torch form's rows take too."""
 
     fn: Callable
     params: dict
     data: dict
     to_cpp: tuple[int, ...]
+    lanes: int = 1
 
     def model(self):
         """The compiled ``fused_hmc.TorchModel`` (traced and compiled here, cached on disk)."""
         import fused_hmc
 
-        return fused_hmc.TorchModel(self.fn, self.params, data=self.data)
+        return fused_hmc.TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
 
 
 @dataclass(frozen=True, eq=False)

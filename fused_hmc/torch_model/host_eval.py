@@ -37,8 +37,9 @@ def harness_source(source: str, fields, rows: bool = False) -> str:
     fill += [f"  d.{f.name} = floats[{i}];" for i, f in enumerate(floats)]
     fill += [f"  d.{f.name} = ints[{i}];" for i, f in enumerate(ints)]
     dual = "fused_hmc::Dual<double, 2>"
-    suffix, rows_param, rows_arg = ("_rows", ", fused_hmc::Rows", ", fused_hmc::Rows{first, step}") \
-        if rows else ("", "", "")
+    suffix, rows_param, rows_arg = ("", "", "")
+    if rows:
+        suffix, rows_param, rows_arg = "_rows", ", fused_hmc::Rows", ", fused_hmc::Rows{first, step}"
     return "\n".join([
         "#include <cstdint>", '#include "math/target_functions.h"',
         "namespace fused_hmc_user {", "using Scalar = double;",

@@ -86,7 +86,8 @@ MIXTURE_PARAMS = {"w": ((2,), constraints.simplex), "mu": ((2,), ordered),
 
 def mixture_data(n=200):
     g = torch.Generator().manual_seed(2)
-    return {"y": torch.cat([torch.randn(n // 2, generator=g) - 2, torch.randn(n // 2, generator=g) + 2])}
+    return {"y": torch.cat([torch.randn(n // 2, generator=g) - 2,
+                            torch.randn(n // 2, generator=g) + 2])}
 
 
 def test_mixture_shares_sum_to_the_density_and_gradient():
@@ -145,3 +146,20 @@ def test_compiled_lanes_model_matches_autograd_and_samples():
     res = fused_hmc.sample(points(model, 8, seed=1, scale=0.1), 20, target=model, num_warmup=50,
                            seed=3)
     assert res.samples.shape[-1] == model.dim and bool(torch.isfinite(res.samples).all())
+
+
+def test_outputs_not_depending_on_the_rows_are_the_first_lanes_alone():
+    """8 rows (unrolled, no row loop): every lane but the first returns 0 and a zero gradient,
+    also where the density is -inf (not -inf - -inf = NaN on the other lanes)."""
+    def fn(p, data):
+        return (Normal(0.0, 1.0).log_prob(p["mu"]) + torch.log(torch.clamp(p["u"] - 0.5, 0.0))
+                + Normal(p["mu"], 1.0).log_prob(data["y"]).sum())
+    model = TorchModel(fn, {"mu": (), "u": ((), constraints.unit_interval)},
+                       data={"y": torch.linspace(-1, 1, 8)}, lanes=2)
+    host = HostEval(model.generated_source, model.dim, model.data, rows=True)
+    x = torch.tensor([[0.3, 1.0], [0.3, -1.0]], dtype=torch.float64)  # u < 0.5: log 0
+    value, grad = host.log_density_and_gradient(x, rows=(1, 2))
+    assert torch.equal(value, torch.zeros(2)) and torch.equal(grad, torch.zeros(2, 2))
+    total = host.log_density(x, rows=(0, 2)) + host.log_density(x, rows=(1, 2))
+    ref = model.torch_log_density(x)
+    assert (total[0] - ref[0]).abs() < 1e-10 and total[1] == ref[1] == -float("inf")
