@@ -12,7 +12,11 @@
    interpreter --numpyro-python names: jax and numpyro are not this project's dependencies), from
    the same starts. Both ESS figures are arviz-stats' bulk ESS (the smallest over the reported
    parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
-   together, after one untimed run that compiles everything.
+   together, after an untimed run that compiles everything (fused_hmc: 2 + 2 transitions, which
+   compile and load the model; NumPyro: the whole run, whose compiled sampler the timed run
+   reuses).
+
+OMP_WAIT_POLICY defaults to PASSIVE here (both fused_hmc and the reference run OpenMP regions).
 
 Usage: python benchmarks/bench_cpu.py [--numpyro-python /tmp/jaxenv/bin/python] [--out f.json]
 """
@@ -29,8 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+# Threads that finish a parallel region wait for the next one asleep, not spinning: on a machine
+# shared with other work a spinning thread burns the core another thread of the run needs (on this
+# 2-core machine, 3x the CPU time at 2 threads). Read once, when torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -98,14 +107,14 @@ def fused_model(model, start: torch.Tensor, warmup: int, draws: int) -> dict:
 
     target = model.target(gradient=True)
 
-    def run(seed: int):
+    def run(seed: int, warmup: int, draws: int):
         began = time.perf_counter()
         res = fused_hmc.sample(start, draws, target=target, num_warmup=warmup, pooled=False,
                                seed=seed, num_leapfrog_steps=8, jitter=0.2, progress=False)
         return res, time.perf_counter() - began
 
-    run(1)  # compiles the model
-    res, wall = run(2)
+    run(1, 2, 2)  # compiles and loads the model (nothing else to warm up)
+    res, wall = run(2, warmup, draws)
     return _row(model, res.samples.double().numpy(), wall) | {
         "accept": float(res.mean_accept_prob.mean()), "threads": torch.get_num_threads(),
         "gradient_evaluations": res.warmup_gradient_evaluations
@@ -159,6 +168,7 @@ def main() -> None:
                           "cores": os.cpu_count(), "torch": torch.__version__,
                           "torch_threads": torch.get_num_threads(),
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                          "OMP_WAIT_POLICY": os.environ["OMP_WAIT_POLICY"],
                           "load_average_at_start": os.getloadavg()}}
     if not args.skip_gaussian:
         print("N(0, I) 2048 x 64, L = 10, chained transitions:", flush=True)

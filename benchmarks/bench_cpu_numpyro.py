@@ -34,10 +34,12 @@ def main(path_in: str, path_out: str) -> None:
     chains = start.shape[0]
     numpyro.set_host_device_count(1)
 
+    # one MCMC object for both runs: it keeps the compiled sampler between them
+    mcmc = MCMC(NUTS(potential_fn=lambda x: -logdensity(x)), num_warmup=warmup,
+                num_samples=draws, num_chains=chains, chain_method="vectorized",
+                progress_bar=False)
+
     def run(seed: int):
-        mcmc = MCMC(NUTS(potential_fn=lambda x: -logdensity(x)), num_warmup=warmup,
-                    num_samples=draws, num_chains=chains, chain_method="vectorized",
-                    progress_bar=False)
         began = time.perf_counter()
         mcmc.run(jax.random.PRNGKey(seed), init_params=start)
         positions = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
