@@ -4,7 +4,8 @@
    kept): fused_hmc.sample on 1 and on 2 threads (torch.set_num_threads) against the pure-torch
    reference transition (fused_hmc.reference) called in a Python loop at torch's default threads.
    Each figure is the median wall time over --repeats runs, the runs of the three interleaved so
-   that a busy spell of a shared machine falls on all of them alike.
+   that a busy spell of a shared machine falls on all of them alike; the process's CPU time (all
+   its threads) beside it, which a shared machine's load does not inflate.
 2. Eight schools (posteriordb's non-centred form) and logistic regression (German-credit shape)
    from fused_hmc.models, --chains chains, 1000 warm-up + 1000 draws: fused_hmc (the model's
    CppTarget, hand-written gradient, per-chain warm-up, L = 8, jitter 0.2, float32, torch's
@@ -72,17 +73,21 @@ def chained_transitions(chains: int, dim: int, steps: int, transitions: int, rep
             f"reference ({default_threads} threads)": reference}
     fused(1)()  # builds/loads the extension
     times = {name: [] for name in runs}
+    cpu_times = {name: [] for name in runs}  # the process's CPU time, every thread's
     for _ in range(repeats):
         for name, fn in runs.items():
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - began)
-            print(f"  {name}: {times[name][-1]:.3f} s", flush=True)
+            cpu_times[name].append(time.process_time() - began_cpu)
+            print(f"  {name}: {times[name][-1]:.3f} s wall, {cpu_times[name][-1]:.3f} s CPU",
+                  flush=True)
     medians = {name: statistics.median(t) for name, t in times.items()}
     ref = medians[f"reference ({default_threads} threads)"]
     return {"chains": chains, "dim": dim, "num_leapfrog_steps": steps,
             "transitions": transitions, "repeats": repeats, "seconds": times,
-            "median_s": medians,
+            "cpu_seconds": cpu_times, "median_s": medians,
+            "median_cpu_s": {name: statistics.median(t) for name, t in cpu_times.items()},
             "speedup_vs_reference_1_thread": ref / medians["fused_hmc 1 thread"],
             "speedup_vs_reference_2_threads": ref / medians["fused_hmc 2 threads"],
             "scaling_1_to_2_threads": medians["fused_hmc 1 thread"] / medians["fused_hmc 2 threads"]}
