@@ -63,29 +63,37 @@ def fused(model, chains: int, warmup: int, draws: int, gradient: bool, dtype) ->
 
 
 def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 5) -> dict:
-    """Gradient evaluations per second of the model in the sampling kernel at `chains` chains:
-    `transitions` transitions of L = 8 per timed run op call, each chain carrying its gradient
-    across them (8 per transition plus one per call, as the op counts them)."""
+    """Gradient evaluations per second of the model's CppTarget in the sampling kernel at
+    `chains` chains (target_gradient_rate), from Stan's starts scaled by 0.1 (near the mode:
+    finite everywhere)."""
+    q = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to(DEVICE, dtype)
+    return target_gradient_rate(model.target(gradient=gradient), q * 0.1, transitions)
+
+
+def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5) -> dict:
+    """Gradient evaluations per second of any CppTarget in the sampling kernel at positions q
+    [chains, dim]: `transitions` transitions of L = 8 per timed run op call at a fixed step size
+    0.05, each chain carrying its gradient across them (8 per transition plus one per call, as the
+    op counts them)."""
     from fused_hmc import ops
     from timing import time_adaptive
 
-    target = model.target(gradient=gradient)
-    q = model.initial_point(chains, generator=torch.Generator().manual_seed(0)).to(DEVICE, dtype)
-    q *= 0.1  # near the mode: finite everywhere
+    chains, dtype = q.shape[0], q.dtype
     name = target.op_name(dtype, q.device)
     tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
-    f64 = dict(dtype=torch.float64, device=DEVICE)
+    f64 = dict(dtype=torch.float64, device=q.device)
     step = torch.full((1,), 0.05, **f64)
     stats = dict(mean=torch.zeros(q.shape, **f64), m2=torch.zeros(q.shape, **f64),
-                 accept_count=torch.zeros(chains, dtype=torch.int64, device=DEVICE),
+                 accept_count=torch.zeros(chains, dtype=torch.int64, device=q.device),
                  accept_prob_sum=torch.zeros(chains, **f64))
     empty = q.new_empty(0)
 
     def call():
         ops.run(q, name, tensors, scalars, step, empty, 0.0, 8, 3, 0, 0, transitions, **stats)
 
-    seconds, _ = time_adaptive(call, DEVICE, target_s=0.2, repeats=3)
+    seconds, _ = time_adaptive(call, q.device.type, target_s=0.2, repeats=3)
     return {"chains": chains, "seconds_per_call": seconds,
+            "transitions_per_second": chains * transitions / seconds,
             "gradients_per_second": chains * (transitions * 8 + 1) / seconds}
 
 

@@ -11,11 +11,15 @@ __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError
 __version__ = "0.1.0"
 
 from . import models, targets  # noqa: E402
-from .sampling import SampleResult, Sampler, SamplesTooLargeError, load, sample  # noqa: E402
+from .sampling import (  # noqa: E402
+    SampleResult, Sampler, SamplesTooLargeError, StuckChainsWarning, load, sample)
 from .targets import DenseGaussian, DiagonalGaussian, StandardGaussian  # noqa: E402
 
-__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "load", "targets",
+__all__ += ["sample", "Sampler", "SampleResult", "SamplesTooLargeError", "StuckChainsWarning",
+            "load", "targets",
             "StandardGaussian", "DiagonalGaussian", "DenseGaussian"]
 
 from .cpp_target import CppTarget  # noqa: E402
 __all__ += ["CppTarget"]
+from .torch_model import TorchModel  # noqa: E402
+__all__ += ["TorchModel"]

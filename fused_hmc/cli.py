@@ -55,6 +55,14 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 # ---- argument types: each names the rule, and argparse prefixes the flag --------------------
 
+def _parameter_list(text: str) -> list[int | str]:
+    """Comma-separated parameter names or indices (digits: an index)."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names or indices, got {text!r}")
+    return [int(item) if item.isdigit() else item for item in items]
+
+
 def _integer(minimum: int, maximum: int | None = None):
     def parse(text: str) -> int:
         try:
@@ -106,6 +114,10 @@ def _target(args: argparse.Namespace):
         raise CliError("--scale", "needs --target diagonal or dense (standard has scale 1)")
     if args.correlation is not None and args.target != "dense":
         raise CliError("--correlation", "needs --target dense")
+    largest = torch.finfo(getattr(torch, args.dtype)).max
+    if abs(args.mean) > largest:  # else the start overflows, blamed on q0
+        raise CliError("--mean", f"{args.mean:g} overflows {args.dtype}, the chains' dtype (it "
+                                 f"holds magnitudes up to {largest:.3g}); use --dtype float64")
     mu = torch.full((d,), args.mean, dtype=torch.float64)
     if args.target == "standard":
         return StandardGaussian(mu)
@@ -270,6 +282,16 @@ def _report_run(args, device, target, res, adapting: bool) -> None:
     if rate < _LOW_ACCEPTANCE:
         warn(f"acceptance rate {rate:.4f}: the chains barely move (HMC works well at 0.6 - 0.9); "
               "use a smaller --step-size, or --warmup to adapt it")
+    warn_stuck_chains(res)
+
+
+def warn_stuck_chains(res) -> None:
+    """The warning on chains that accepted no transition (sampling.stuck_chains)."""
+    from .sampling import stuck_chains
+
+    ids = stuck_chains.stuck_chain_ids(res)
+    if ids:
+        warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
 
 
 def _report_moments(target, res) -> None:
@@ -315,14 +337,21 @@ def _report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
         print(f"ESS bulk / tail   min {diag.min_ess_bulk:.0f} / {diag.min_ess_tail:.0f}   "
               f"R-hat max {figure(diag.max_r_hat)}  (first {diag.chains} chains x {diag.draws} "
               f"draws, first {window[2]} dims{how})")
+        if diag.at_cap(diag.ess_bulk).all() or diag.at_cap(diag.ess_tail).all():  # the minimum
+            print(f"                  {diagnostics.cap_note(diag).removeprefix('* ')}")
         if res.superchains is not None:
-            _report_nested_r_hat(draws, args.chains // res.superchains, window[2])
-        if not diag.max_r_hat <= HIGH_R_HAT:
-            warn(f"R-hat max {figure(diag.max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed "
-                  "(or are too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+            report_nested_r_hat(draws, args.chains // res.superchains, window[2])
+        warn_high_r_hat(diag.max_r_hat)
 
 
-def _report_nested_r_hat(draws, size: int, dims: int) -> None:
+def warn_high_r_hat(max_r_hat: float) -> None:
+    """The warning on chains that have not mixed (R-hat above HIGH_R_HAT, or not a number)."""
+    if not max_r_hat <= HIGH_R_HAT:
+        warn(f"R-hat max {figure(max_r_hat)} > {HIGH_R_HAT}: the chains have not mixed (or are "
+             "too short to tell); check --step-size, --leapfrog, --warmup, --samples")
+
+
+def report_nested_r_hat(draws, size: int, dims: int) -> None:
     """Nested R-hat of the whole superchains (of `size` chains) among the chains diagnosed."""
     from . import diagnostics
 
@@ -361,17 +390,49 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 # With --resume the run's settings come from the checkpoint; only these flags may be given too.
-_WITH_RESUME = ("resume", "device", "no_progress", "plot")
+_WITH_RESUME = ("resume", "device", "no_progress", "plot", "plot_params")
+
+
+# A checkpoint's C++ target is not compiled from it (a file is data): these flags give it again.
+_TARGET_WITH_RESUME = ("target", "model", "data", "dim", "gradient", "lanes")
 
 
 def _resumed_sampler(args: argparse.Namespace):
     from .sampling import Sampler
 
     for dest, default, flag in args.sample_flags:
-        if dest not in _WITH_RESUME and getattr(args, dest) != default:
+        if dest not in _WITH_RESUME + _TARGET_WITH_RESUME and getattr(args, dest) != default:
             raise CliError(flag, "a resumed run takes its settings from the checkpoint (only "
-                                 "--device, --no-progress and --plot go with --resume)")
-    return Sampler.from_checkpoint(args.resume, device=args.device, progress=not args.no_progress)
+                                 "--device, --no-progress, --plot and --plot-params go with "
+                                 "--resume)")
+    from .sampling.stored_target import TargetMismatchError, UntrustedSourceError
+
+    target = _resumed_target(args)
+    try:
+        return Sampler.from_checkpoint(args.resume, target=target, device=args.device,
+                                       progress=not args.no_progress)
+    except UntrustedSourceError:
+        raise CliError("--resume", f"{args.resume} holds a C++ target, which is not compiled "
+                                   "from the checkpoint (a file is data): give it again, with "
+                                   "--target FILE.cpp --dim N (and its --data, --gradient, "
+                                   "--lanes) or --model NAME") from None
+    except TargetMismatchError as exc:
+        raise CliError("--model" if args.model is not None else "--target", str(exc)) from None
+    except (ValueError, TypeError, OSError) as exc:  # not a checkpoint, or not a readable one
+        raise CliError("--resume", str(exc)) from None
+
+
+def _resumed_target(args: argparse.Namespace):
+    """The C++ target --target FILE.cpp or --model gives beside --resume (None without them)."""
+    from . import cli_models
+
+    if args.model is None and args.target is None:
+        return None
+    if args.model is None and not cli_models.is_cpp_path(args.target):
+        raise CliError("--target", "with --resume, gives a C++ target again (FILE.cpp); a "
+                                   "Gaussian target is read from the checkpoint")
+    cli_models.resolve_flags(args)
+    return cli_models.user_target(args).target
 
 
 def _settings_of(args: argparse.Namespace, sampler, res) -> None:
@@ -388,14 +449,32 @@ def _settings_of(args: argparse.Namespace, sampler, res) -> None:
     args.max_leapfrog_steps = res.max_leapfrog_steps
 
 
-def _plot(args: argparse.Namespace, res) -> None:
+def _plot_params(args: argparse.Namespace, target) -> list[int] | None:
+    """The dimensions --plot-params names, checked before the run (None without --plot)."""
+    from .diagnostics import parameter_indices
+    from .plots import DEFAULT_PARAMS
+
+    if args.plot is None:
+        if args.plot_params is not None:
+            raise CliError("--plot-params", "chooses what --plot draws: give --plot PNG too")
+        return None
+    try:
+        return parameter_indices(args.plot_params, target.dim, getattr(target, "names", None),
+                                 default=DEFAULT_PARAMS, argument="--plot-params")
+    except ValueError as exc:
+        raise CliError("--plot-params", str(exc).removeprefix("--plot-params ")) from None
+
+
+def _plot(args: argparse.Namespace, res, params: list[int]) -> None:
     if res.num_kept < 2:
         warn(f"--plot skipped: it needs 2 kept draws per chain, the run kept {res.num_kept}")
         return
-    res.plot(args.plot)
-    dims = min(4, res.final_state.shape[1])
-    print(f"plot              trace and rank plots of dims 0 .. {dims - 1} (first 4 chains) in "
-          f"{args.plot}")
+    res.plot(args.plot, params=params)
+    from .plots import parameter_labels
+
+    labels = parameter_labels(res)
+    print(f"plot              trace and rank plots of {', '.join(labels[j] for j in params)} "
+          f"(first 4 chains) in {args.plot}")
 
 
 def _sample_ranks(args: argparse.Namespace, ranks) -> int:
@@ -410,6 +489,7 @@ def _sample_ranks(args: argparse.Namespace, ranks) -> int:
             user = cli_models.user_target(args)
             target = user.target
             q0 = cli_models.start(user, everyone, dtype, ranks.device, args.seed)
+            cli_models.check_dim(user, q0)
         else:  # the one-process start of every chain; this rank's rows
             target = _target(args)
             generator = torch.Generator(device=ranks.device).manual_seed(args.seed)
@@ -453,6 +533,7 @@ def _sample(args: argparse.Namespace) -> int:
             user = cli_models.user_target(args)
             target = user.target
             q0 = cli_models.start(user, args.chains, dtype, device, args.seed)
+            cli_models.check_dim(user, q0)
         else:
             target = _target(args)
             generator = torch.Generator(device=device).manual_seed(args.seed)
@@ -465,6 +546,7 @@ def _sample(args: argparse.Namespace) -> int:
         sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
                           out=args.out, checkpoint=args.checkpoint,
                           checkpoint_every=args.checkpoint_every, **settings)
+    plot_params = _plot_params(args, target)
     start = time.perf_counter()
     res = sampler.run(None if args.resume is not None else args.samples)  # the device has finished
     elapsed = time.perf_counter() - start
@@ -486,7 +568,7 @@ def _sample(args: argparse.Namespace) -> int:
         print(f"draws             in {res.samples_path} with the whole result "
               "(fused_hmc.load reads it; a zarr store xarray and ArviZ open)")
     if args.plot is not None:
-        _plot(args, res)
+        _plot(args, res, plot_params)
     return 130 if res.interrupted else 0
 
 
@@ -539,6 +621,7 @@ def _validate(args: argparse.Namespace) -> int:
 # ---- the parser -------------------------------------------------------------------------------
 
 def _add_sample_parser(sub) -> None:
+    from .cli_model_file import model_kind
     from .cli_models import CPP_SUFFIXES, GAUSSIANS, MODEL_WARMUP, target_kind
     from .models import MODELS
 
@@ -551,7 +634,8 @@ def _add_sample_parser(sub) -> None:
                                    "from the target itself and the moments are checked against "
                                    "the truth; a --model (fused_hmc.models) or your own C++ "
                                    "(--target FILE.cpp --data FILE.json --dim D: a "
-                                   "log_density as README.md's \"Your own model\" shows) starts as Stan does, each unconstrained "
+                                   "log_density as docs/TARGETS.md shows; or --model FILE.py[:NAME], a TorchModel) "
+                                   "starts as Stan does, each unconstrained "
                                    "parameter uniform in [-2, 2] (from --seed), warms up, and "
                                    "is summarised in named parameters (a model's constrained "
                                    "ones). Degenerate runs end with a warning.")
@@ -582,13 +666,16 @@ def _add_sample_parser(sub) -> None:
          help="standard: N(mean, I); diagonal: N(mean, diag(scale^2)); dense: covariance "
               "scale_i scale_j (correlation rho off the diagonal), dim <= 256; FILE.cpp (or "
               + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
-              "first use and cached (README.md, \"Your own model\"), with --dim and --data "
+              "first use and cached (docs/TARGETS.md), with --dim and --data "
               "(default: standard)")
-    flag("--model", choices=sorted(MODELS), default=None,
-         help="a model of fused_hmc.models with its data instead of a --target; the summary is "
-              "in its named, constrained parameters (default: none)")
+    flag("--model", type=model_kind, default=None, metavar="NAME|FILE.py[:NAME]",
+         help=f"a model of fused_hmc.models ({', '.join(sorted(MODELS))}) with its data, or a "
+              "fused_hmc.TorchModel in a Python file (NAME: a module-level TorchModel or a "
+              "function of --data's dict returning one; docs/TORCH_MODELS.md), instead of a "
+              "--target; the summary is in its named, constrained parameters (default: none)")
     flag("--data", metavar="FILE.json", default=None,
-         help="the data of --target FILE.cpp, read in C++ as data.<name>: a JSON object of "
+         help="the data of --target FILE.cpp (read in C++ as data.<name>) or of a --model "
+              "FILE.py's function (its dict argument): a JSON object of "
               "name -> number or (nested) list of numbers. A list of JSON integers only becomes "
               "an int64 tensor (int64_t in C++; write 28.0 for a real), any other list a tensor "
               "of the chains' dtype; an integer an int64_t, any other number a scalar of the "
@@ -598,8 +685,8 @@ def _add_sample_parser(sub) -> None:
               "has one, or defined in FILE.cpp) instead of dual numbers")
     flag("--lanes", type=int, choices=[1, 2, 4, 8, 16, 32], default=1,
          help="--target FILE.cpp: the CUDA threads a chain takes; above 1 the file defines "
-              "log_density_rows, a lane's share of the data's rows (README.md, \"Your own "
-              "model\"; default: 1)")
+              "log_density_rows, a lane's share of the data's rows (docs/TARGETS.md; "
+              "default: 1)")
     flag("--mean", type=_real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,
@@ -663,8 +750,12 @@ def _add_sample_parser(sub) -> None:
               "result it would have had; its settings come from the checkpoint, which it keeps "
               "writing (default: a new run)")
     flag("--plot", metavar="PNG", default=None,
-         help="write trace and rank plots of the first 4 dims (first 4 chains) to PNG "
-              "(default: no plot)")
+         help="write trace and rank plots of the first 4 chains to PNG, one row per parameter "
+              "(--plot-params) titled by its name (default: no plot)")
+    flag("--plot-params", metavar="P,P,...", type=_parameter_list, default=None,
+         help="the parameters --plot draws, comma-separated: names of the sampled (for a "
+              "--model, unconstrained) parameters, as the summary names them, or dimension "
+              "indices from 0 (default: the first 4)")
     p.set_defaults(run=_sample, sample_flags=[
         (a.dest, a.default, a.option_strings[-1 if a.default is True else 0])
         for a in p._actions if a.option_strings and a.dest != "help"])
@@ -711,8 +802,11 @@ def _add_validate_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="fused-hmc", description=__doc__.split("\n")[0],
                      formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_sample_parser(sub)
     _add_validate_parser(sub)
@@ -732,6 +826,23 @@ _API_NAME = re.compile("|".join(re.escape(k) for k in sorted(_FLAG_OF, key=len, 
 
 def _in_flags(message: str) -> str:
     return _API_NAME.sub(lambda m: _FLAG_OF[m.group(0)], " ".join(message.split()))
+
+
+# An allocation's failure, as torch's CPU allocator, its CUDA caching allocator and Python say it.
+_NO_MEMORY = re.compile(r"can't allocate memory|out of memory|MemoryError", re.IGNORECASE)
+_REQUEST = re.compile(r"allocate (\d+) bytes|allocate ([\d.]+ [KMGT]i?B)", re.IGNORECASE)
+
+
+def _out_of_memory(exc: BaseException) -> str | None:
+    """One line for an allocation the machine refused (naming the flags that size the run), or
+    None when `exc` is something else."""
+    if not (isinstance(exc, MemoryError) or _NO_MEMORY.search(str(exc))):
+        return None
+    request = _REQUEST.search(str(exc))
+    size = ("" if request is None else f" ({float(request[1]) / 1e9:.3g} GB asked for)"
+            if request[1] else f" ({request[2]} asked for)")
+    return (f"out of memory{size}: the run does not fit on this machine; use fewer --chains, a "
+            "smaller --dim, fewer --samples (or a larger --thin), or --no-keep-samples")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -757,9 +868,13 @@ def main(argv: list[str] | None = None) -> int:
         message, status = str(exc), 2
     except CudaUnavailableError as exc:
         message, status = f"argument --device: {exc}", 2
-    except (ValueError, SamplesTooLargeError) as exc:  # what the checks let through
+    except (ValueError, TypeError, SamplesTooLargeError) as exc:  # what the checks let through
         message, status = _in_flags(str(exc)), 2
-    except ExtensionBuildError as exc:
+    except (ExtensionBuildError, OSError) as exc:  # the build, or a file the run reads or writes
         message, status = str(exc), 1
+    except (RuntimeError, MemoryError) as exc:
+        message, status = _out_of_memory(exc), 1
+        if message is None:  # a bug: its traceback is what a report needs
+            raise
     print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
     return status

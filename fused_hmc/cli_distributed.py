@@ -5,7 +5,10 @@ runs --chains chains (per rank: N x --chains in all) in one process group (gloo 
 nccl on cuda, rank r on GPU LOCAL_RANK). The start is the one of a single process running every
 chain, each rank taking its rows, so the chains are those of ``fused-hmc sample --chains
 <N x chains>`` bit for bit (see :mod:`fused_hmc.sampling.distributed`); rank 0 prints the report
-of every rank's chains (``SampleResult.summary()`` of the global summary), the others nothing.
+of every rank's chains (``SampleResult.summary()`` of the global summary) and the warnings a
+one-process run gives (R-hat above 1.1, chains that never moved), the others nothing. Every rank
+must be given the same flags (one launch of several nodes runs a command on each): the ranks
+compare them as they join, and all end naming a flag that differs.
 With --out PATH, PATH becomes a directory of every rank's store and the global summary
 (:mod:`fused_hmc.sampling.rank_stores`).
 """
@@ -17,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from .cli import CliError
+from .cli import CliError, warn, warn_high_r_hat
 
 # Flags a distributed run does not support yet.
 _UNSUPPORTED = (("checkpoint", "--checkpoint"), ("resume", "--resume"), ("plot", "--plot"),
-                ("superchains", "--superchains"))
+                ("plot_params", "--plot-params"), ("superchains", "--superchains"))
 
 
 def world_size() -> int:
@@ -60,9 +63,28 @@ class Ranks:
         dist.init_process_group("nccl" if cuda else "gloo",
                                 timeout=datetime.timedelta(seconds=600))
         self.group = dist.group.WORLD
+        self._check_same_flags(args)
         self.out = None if args.out is None else Path(args.out).absolute()
         if self.out is not None:  # after every rank checked that it was new (joining waits)
             self.out.mkdir(exist_ok=True)
+
+    def _check_same_flags(self, args) -> None:
+        """Every rank was given the same sample flags, or every rank raises naming the first that
+        differs (one all-gather of a digest per flag)."""
+        import torch.distributed as dist
+
+        from .sampling.distributed import digest
+
+        mine = [digest(repr(getattr(args, dest))) for dest, _, _ in args.sample_flags]
+        every = [None] * self.world
+        dist.all_gather_object(every, mine, group=self.group)
+        for j, (dest, _, flag) in enumerate(args.sample_flags):
+            ranks = [r for r in range(self.world) if every[r][j] != every[0][j]]
+            if ranks:
+                dist.destroy_process_group()
+                raise CliError(flag, f"differs between the ranks (ranks {ranks} differ from "
+                                     f"rank 0; this rank's: {getattr(args, dest)!r}): every rank "
+                                     "of one run is given the same flags")
 
     def store(self) -> Path | None:
         """This rank's store under --out, or None."""
@@ -78,7 +100,16 @@ class Ranks:
             return
         device = f"{self.device.type} x {self.world} ranks"
         print(f"fused-hmc sample on {device} (torchrun; --chains per rank)")
-        res.summary()
+        summary = res.global_summary
+        diag = summary.print(res)  # res.summary() of every rank's chains
+        if summary.stuck_count:
+            from .sampling import stuck_chains
+
+            warn(stuck_chains.describe(res, list(summary.stuck_ids),
+                                       stuck_chains.remedy(res, cli=True),
+                                       count=summary.stuck_count, chains=summary.chains))
+        if diag is not None:
+            warn_high_r_hat(diag.max_r_hat)
         w = res.warmup
         if w.num_warmup and w.pooled:
             step, inv_mass = res.step_size.double(), res.inverse_mass.double()

@@ -1,5 +1,6 @@
-"""``fused-hmc sample`` on users' models: ``--model NAME`` (:mod:`fused_hmc.models`) and ``--target
-FILE.cpp --data FILE.json --dim D`` (a user's C++ log density, ../shared/spec/TARGETS.md).
+"""``fused-hmc sample`` on users' models: ``--model NAME`` (:mod:`fused_hmc.models`), ``--model
+path/to/model.py[:NAME]`` (a TorchModel: cli_model_file.py) and ``--target FILE.cpp --data
+FILE.json --dim D`` (a user's C++ log density, docs/TARGETS.md).
 
 The flags become a :class:`fused_hmc.CppTarget` (every combination checked before anything
 compiles), the chains start as Stan's do (each unconstrained coordinate uniform on [-2, 2], drawn
@@ -18,6 +19,8 @@ import numpy as np
 import torch
 
 from .cli import CliError
+from .cli_model_file import FileModel, is_model_file
+from .cli_model_file import load as load_model_file
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx")
 GAUSSIANS = ("standard", "diagonal", "dense")
@@ -25,8 +28,8 @@ GAUSSIANS = ("standard", "diagonal", "dense")
 MODEL_WARMUP = 1000
 # Stan's initialisation: each unconstrained coordinate uniform on [-INIT_RADIUS, INIT_RADIUS].
 INIT_RADIUS = 2.0
-# The summary shows (and diagnoses) at most this many parameters.
-SUMMARY_ROWS = 32
+# Starting points at which --dim is checked against the coordinates a C++ file reads.
+DIM_CHECK_POINTS = 64
 # Constrained moments go over the draws in blocks of chains of about this many values.
 _BLOCK_VALUES = 2**22
 
@@ -73,7 +76,18 @@ def resolve_flags(args) -> None:
         if args.gradient:
             raise CliError("--gradient", "needs --model or --target FILE.cpp (the Gaussian "
                                          "targets' gradients are built in)")
-    if model_name is not None:
+    if model_name is not None and is_model_file(model_name):
+        if args.dim is not None:
+            raise CliError("--dim", f"--model {model_name}: the TorchModel's params give its "
+                                    "dimension; leave --dim out")
+        if args.gradient:
+            raise CliError("--gradient", "a TorchModel's gradient is always compiled (reverse "
+                                         "mode); leave --gradient out")
+        if args.data is not None and not Path(args.data).is_file():
+            raise CliError("--data", f"no file {args.data}")
+        model = load_model_file(model_name, None if args.data is None else load_data(args.data))
+        args.dim, args.library_model = model.dim, model
+    elif model_name is not None:
         from .models import MODELS
 
         model = MODELS[model_name]()
@@ -195,9 +209,29 @@ def start(user: UserTarget, chains: int, dtype: torch.dtype, device: torch.devic
     return ((2 * u - 1) * INIT_RADIUS).to(dtype=dtype, device=device)
 
 
+def check_dim(user: UserTarget, q0: torch.Tensor) -> None:
+    """--dim against the coordinates a C++ file reads (dim_check.py), at the starting points
+    (compiles the target; a --model's dim is its own)."""
+    from . import dim_check
+
+    if user.model is not None:
+        return
+    target = user.target
+    points = q0[:DIM_CHECK_POINTS]  # Stan's random starts: distinct points, not the mode
+    if dim_check.reads_beyond_dim(target, points):
+        raise CliError("--dim", dim_check.beyond_message(target.dim, "--dim"))
+    _, gradient = target.log_density_and_gradient(points)
+    unused = dim_check.unused_coordinates(gradient)
+    if unused:
+        raise CliError("--dim", dim_check.unused_message(unused, target.dim, gradient.shape[0],
+                                                         "--dim"))
+
+
 def describe(target, model, path: Path | None) -> str:
     """The target in the run's first line."""
     how = "hand-written gradient" if target.has_gradient else "dual-number gradient"
+    if isinstance(model, FileModel):
+        return f"TorchModel {model.name} (reverse-mode gradient compiled from torch)"
     if model is not None:
         source = f", posteriordb {model.posteriordb}" if model.posteriordb else ""
         return f"model {model.name} ({how}{source})"
@@ -259,7 +293,7 @@ def report_parameters(q0, settings, res, model) -> None:
 
     target = res.target
     names = parameter_names(target, model)
-    rows = min(len(names), SUMMARY_ROWS)
+    rows = min(len(names), diagnostics.SUMMARY_ROWS)
     if res.num_kept == 0 and not res.interrupted:
         cli.warn(f"--thin {res.thin} keeps none of the {res.num_transitions} sampling "
                   "transitions: no summary; use --thin <= --samples")
@@ -270,7 +304,7 @@ def report_parameters(q0, settings, res, model) -> None:
     can_draw = not no_draws or not (res.interrupted or q0 is None)
     if model is not None and not can_draw:  # constrained values need draws: show unconstrained
         names, model = list(model.names), None
-        rows = min(len(names), SUMMARY_ROWS)
+        rows = min(len(names), diagnostics.SUMMARY_ROWS)
     chains = res.final_state.shape[0]
     window = cli.diagnostic_window(chains, res.num_kept, target.dim, rows)
     draws = cli.diagnostic_draws(q0, settings, res, window) if can_draw and (
@@ -302,8 +336,10 @@ def report_parameters(q0, settings, res, model) -> None:
                "ESS / R-hat skipped (" + ("interrupted" if res.interrupted else
                                           "resumed: the start is not in the checkpoint")
                + ", and no draws kept)")
-    print(diagnostics.format_table(mean, sd, diag, max_dims=rows, missing=missing, chains=chains,
+    print(diagnostics.format_table(mean, sd, diag, range(rows), missing=missing, chains=chains,
                                    names=names))
+    if diag is not None and res.superchains is not None:
+        cli.report_nested_r_hat(values, chains // res.superchains, rows)
     if diag is not None and not diag.max_r_hat <= cli.HIGH_R_HAT:
         cli.warn(f"R-hat max {cli.figure(diag.max_r_hat)} > {cli.HIGH_R_HAT}: the chains have "
                   "not mixed (or are too short to tell); check --warmup, --samples, --step-size, "

@@ -1,10 +1,10 @@
 """A CppTarget's data: checked once, described by a signature the build hashes, converted per use.
 
-``data`` maps C++ identifiers to tensors (any shape), Python floats or Python ints (TARGETS.md). The
-C++ side reads them as ``data.<name>``; the generated ``Data`` struct depends only on the
-*signature* (each name, kind and tensor rank), never on the values, so new values reuse a build.
-Values are kept on the CPU, floating tensors in float64 and integer tensors in int64, and converted
-to the chains' dtype and device on use (:func:`to_arguments`).
+``data`` maps C++ identifiers to tensors (any shape), Python floats or Python ints
+(docs/TARGETS.md). The C++ side reads them as ``data.<name>``; the generated ``Data`` struct
+depends only on the *signature* (each name, kind and tensor rank), never on the values, so new
+values reuse a build. Values are kept on the CPU, floating tensors in float64 and integer tensors
+in int64, and converted to the chains' dtype and device on use (:func:`to_arguments`).
 """
 from __future__ import annotations
 
@@ -59,11 +59,17 @@ def check_name(name) -> None:
                          "not starting with a digit)")
     if name in CPP_KEYWORDS:
         raise ValueError(f"data name {name!r} is a C++ keyword")
-    if name.startswith("__") or re.match(r"_[A-Z]", name):
-        raise ValueError(f"data name {name!r} is reserved in C++ (it starts with __ or _ and a "
-                         "capital letter)")
+    if "__" in name or re.match(r"_[A-Z]", name):
+        raise ValueError(f"data name {name!r} is reserved in C++ (it contains __, or starts with _ "
+                         "and a capital letter)")
     if name in GENERATED_NAMES or name.startswith(_RESERVED_PREFIXES):
         raise ValueError(f"data name {name!r} clashes with a name the generated C++ code uses")
+    from .cpp_macros import CUDA_PREFIXES, object_like_macros
+
+    if name in object_like_macros() or name.startswith(CUDA_PREFIXES):
+        raise ValueError(f"data name {name!r} is a macro of the C/C++ or system headers the "
+                         "generated code includes: the preprocessor would rewrite data."
+                         f"{name}; rename it")
 
 
 def _field_and_value(name: str, value) -> tuple[DataField, object]:

@@ -1,4 +1,4 @@
-"""CppTarget: a user's C++ log density (../shared/spec/TARGETS.md), compiled for the CPU and CUDA.
+"""CppTarget: a user's C++ log density (docs/TARGETS.md), compiled for the CPU and CUDA.
 
 The source is compiled on first use for each (dtype, device kind) it meets, cached on disk
 (:mod:`fused_hmc.cpp_build`); the gradient is by forward-mode dual numbers (``csrc/math/dual.h``),
@@ -50,14 +50,16 @@ def _word_present(word: str, source: str) -> bool:
 
 
 class CppTarget:
-    """A target whose log density is the user's C++ (TARGETS.md).
+    """A target whose log density is the user's C++ (docs/TARGETS.md).
 
     source: the C++ text (or a path to a file holding it) defining ``template <typename T, typename
     Data> FUSED_HMC_HD T log_density(const T* x, const Data& data)`` and, with gradient=True, also
     ``log_density_and_gradient(const T* x, T* grad, const Data& data)``. dim: the number of
     unconstrained parameters. data: name -> tensor | float | int, read in C++ as ``data.<name>``.
     names: dim parameter names. log_prob: ``log_prob(x [dim] float64, data) -> 0-d tensor``, a
-    torch reference for check().
+    torch reference for check(). constrain: optional ``constrain(x [..., dim]) -> {name: [...,
+    *shape]}``, the constrained parameters (pure torch): results then show the draws by these
+    names and save them as data (see :meth:`constrain`).
 
     lanes (1, 2, 4, 8, 16 or 32): the CUDA threads a chain takes, for models whose log density is
     a sum over many data rows. With lanes = G > 1 the source defines, in place of log_density,
@@ -70,7 +72,8 @@ class CppTarget:
     """
 
     def __init__(self, source, dim: int, data: dict | None = None, names=None,
-                 log_prob: Callable | None = None, gradient: bool = False, lanes: int = 1):
+                 log_prob: Callable | None = None, gradient: bool = False, lanes: int = 1,
+                 constrain: Callable | None = None):
         self.source, self.source_name = self._read_source(source)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
@@ -96,6 +99,11 @@ class CppTarget:
             raise TypeError(f"log_prob must be callable (x [dim], data) -> 0-d tensor, got "
                             f"{type(log_prob).__name__}")
         self.log_prob = log_prob
+        if constrain is not None and not callable(constrain):
+            raise TypeError(f"constrain must be callable x [..., dim] -> dict name -> [..., "
+                            f"*shape], got {type(constrain).__name__}")
+        self._constrain = constrain
+        self._constrained_shapes: dict[str, tuple[int, ...]] | None = None
         self._fields, self.data = cpp_data.prepare(data)
         self._arguments: dict[tuple[torch.dtype, torch.device], tuple] = {}
         self._modules: dict[tuple[torch.dtype, str], object] = {}
@@ -136,6 +144,36 @@ class CppTarget:
         lanes = f", lanes={self.lanes}" if self.lanes > 1 else ""
         return f"CppTarget(dim={self.dim}, data=[{data}], gradient={self.has_gradient}{lanes})"
 
+    # -- constrained parameters (results show and save the draws by these names) ---------------
+
+    @property
+    def has_constrain(self) -> bool:
+        return self._constrain is not None
+
+    def constrain(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The constrained parameters of x [..., dim]: {name: [..., *shape]} (the ``constrain=``
+        callable, its output checked)."""
+        if self._constrain is None:
+            raise ValueError("this CppTarget was made without constrain=: it has no constrained "
+                             "parameters")
+        if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must be a tensor shaped [..., {self.dim}], got "
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x)}")
+        from .sampling.constrained import checked_values
+
+        return checked_values(self._constrain(x), tuple(x.shape[:-1]))
+
+    @property
+    def constrained_shapes(self) -> dict[str, tuple[int, ...]] | None:
+        """{name: shape} of :meth:`constrain`'s output (found once, at x = 0), or None without
+        ``constrain=``."""
+        if self._constrain is None:
+            return None
+        if self._constrained_shapes is None:
+            values = self.constrain(torch.zeros(1, self.dim, dtype=torch.float64))
+            self._constrained_shapes = {n: tuple(v.shape[1:]) for n, v in values.items()}
+        return self._constrained_shapes
+
     # -- compiled module and its arguments (the sampler uses these too) -------------------------
 
     def build_spec(self, dtype: torch.dtype, device_kind: str) -> cpp_build.BuildSpec:
@@ -154,6 +192,7 @@ class CppTarget:
                 raise _build.CudaUnavailableError(
                     f"CppTarget cannot compile for CUDA: {reason}; pass CPU tensors")
         if (dtype, kind) not in self._modules:
+            self.data_arguments(dtype, device)  # data that overflows dtype: said before compiling
             self._modules[(dtype, kind)] = cpp_build.load(self.build_spec(dtype, kind))
         return self._modules[(dtype, kind)]
 

@@ -31,6 +31,7 @@ xarray-einstats are dependencies of the package.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -39,6 +40,9 @@ TAIL_PROB = 0.05
 
 # The values (chains x draws x dims) that SampleResult.summary examines by default: about 2 s.
 SUMMARY_VALUES = 1_000_000
+# The parameters a summary table shows by default: every one of most models (eight schools' 10,
+# a regression's few dozen); more are left out, and said so.
+SUMMARY_ROWS = 40
 
 
 def _arviz_stats():
@@ -92,6 +96,40 @@ def rhat(samples) -> np.ndarray:
                                              draw_axis=1))
 
 
+def parameter_indices(values, dim: int, names=None, *, default: int,
+                      argument: str = "var_names") -> list[int]:
+    """The dimensions `values` chooses, in its order: parameter names (of `names`, one per
+    dimension) or dimension indices, one or a list; None: the first `default`. `argument` names
+    the argument in errors."""
+    if values is None:
+        return list(range(min(default, dim)))
+    if isinstance(values, (str, numbers.Integral)):
+        values = [values]
+    values = list(values)
+    known = {str(n): j for j, n in enumerate(names)} if names is not None else {}
+    indices = []
+    for v in values:
+        if isinstance(v, str) and v in known:
+            indices.append(known[v])
+        elif isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v < dim:
+            indices.append(int(v))
+        else:
+            choose = (f"a name of {list(known)[:12]}{' ...' if len(known) > 12 else ''} or "
+                      if known else "")
+            raise ValueError(f"{argument} must be {choose}dimension indices in [0, {dim}); "
+                             f"{v!r} is not")
+    if not indices or len(set(indices)) != len(indices):
+        raise ValueError(f"{argument} must name distinct parameters, at least one, got {values}")
+    return indices
+
+
+def row_count(max_rows) -> int:
+    """`max_rows` checked: an integer >= 1."""
+    if isinstance(max_rows, bool) or not isinstance(max_rows, numbers.Integral) or max_rows < 1:
+        raise ValueError(f"max_rows must be an integer >= 1, got {max_rows!r}")
+    return int(max_rows)
+
+
 def superchain_ids(chains: int, superchains: int) -> np.ndarray:
     """[chains] int64, the superchain of each chain: chain b is in superchain b // (chains /
     superchains), the groups ``sample(..., superchains=K)`` starts from one point each."""
@@ -142,6 +180,18 @@ class Diagnostics(NamedTuple):
     def max_r_hat(self) -> float:
         return float(np.nanmax(self.r_hat)) if np.isfinite(self.r_hat).any() else math.nan
 
+    @property
+    def ess_cap(self) -> float:
+        """arviz-stats' largest ESS: N log10 N for the N = chains x 2 x (draws // 2) values of
+        the split chains (it bounds the autocorrelation time below by 1 / log10 N, so that
+        antithetic chains, as HMC's often are, do not report an ESS without bound)."""
+        n = self.chains * 2 * (self.draws // 2)
+        return n * math.log10(n) if n > 1 else math.nan
+
+    def at_cap(self, values: np.ndarray) -> np.ndarray:
+        """Which of the ESS `values` are at :attr:`ess_cap` (to rounding)."""
+        return np.isfinite(values) & (np.asarray(values) >= self.ess_cap * (1 - 1e-9))
+
 
 def _superchain_window(total: int, superchains: int, chains: int) -> tuple[int, int]:
     """(superchains k, chains per superchain m) to examine within about `chains` chains: every
@@ -151,21 +201,24 @@ def _superchain_window(total: int, superchains: int, chains: int) -> tuple[int, 
     return min(superchains, max(2, chains // per)), per
 
 
-def _superchain_draws(samples, size: int, k: int, m: int, dims: int):
+def _superchain_draws(samples, size: int, k: int, m: int, columns: slice):
     """The first m chains of each of the first k superchains of `size` chains."""
     if m == size:
-        return samples[:k * size, :, :dims]
+        return samples[:k * size, :, columns]
     if hasattr(samples, "reshape"):  # a tensor or array in memory: one strided slice
-        draws = samples[:k * size, :, :dims]
+        draws = samples[:k * size, :, columns]
         return draws.reshape(k, size, *draws.shape[1:])[:, :m].reshape(k * m, *draws.shape[1:])
-    return np.concatenate([as_draws(samples[j * size:j * size + m, :, :dims]) for j in range(k)])
+    return np.concatenate([as_draws(samples[j * size:j * size + m, :, columns])
+                           for j in range(k)])
 
 
 def diagnose(samples, *, max_chains: int | None = None, max_dims: int | None = None,
-             max_values: int | None = None, superchains: int | None = None) -> Diagnostics:
+             max_values: int | None = None, superchains: int | None = None,
+             rows=None) -> Diagnostics:
     """Bulk/tail ESS and R-hat of the first ``max_chains`` chains and ``max_dims`` dimensions
-    (None: all). ``max_values`` bounds the cost: it lowers the chains (the first ones, at least 2)
-    so that at most about that many values (chains x draws x dims) are examined.
+    (None: all), or of the dimensions ``rows`` (indices, in that order; not with max_dims).
+    ``max_values`` bounds the cost: it lowers the chains (the first ones, at least 2) so that at
+    most about that many values (chains x draws x dims) are examined.
 
     superchains: the chains form that many equal groups of consecutive chains, each started from
     one point (``sample(..., superchains=K)``); the nested R-hat of the chains examined is then
@@ -176,24 +229,28 @@ def diagnose(samples, *, max_chains: int | None = None, max_dims: int | None = N
     if len(shape) not in (2, 3):
         raise ValueError(f"draws must be shaped (chain, draw, dim) or (chain, draw), got {shape}")
     total, draws, dims = shape if len(shape) == 3 else (*shape, 1)
+    if rows is not None and max_dims is not None:
+        raise ValueError("pass max_dims (the first dimensions) or rows (chosen ones), not both")
+    rows = np.arange(dims if max_dims is None else min(dims, max_dims)) if rows is None else (
+        np.asarray(rows, dtype=np.int64))
+    # Read the span of the rows where the draws are (device, or a store on disk), then pick.
+    columns, pick = slice(int(rows.min()), int(rows.max()) + 1), rows - rows.min()
     chains = total if max_chains is None else min(total, max_chains)
-    dims = dims if max_dims is None else min(dims, max_dims)
     if max_values is not None:
-        chains = min(chains, max(2, max_values // max(1, draws * dims)))
+        chains = min(chains, max(2, max_values // max(1, draws * len(rows))))
+    if len(shape) == 2:
+        samples = samples[:, :, None]
     if superchains is not None:
         if not 2 <= superchains <= total or total % superchains:
             raise ValueError(f"superchains must be >= 2 and divide the {total} chains, got "
                              f"{superchains}")
         k, m = _superchain_window(total, superchains, chains)
-        if len(shape) == 2:
-            samples = samples[:, :, None]
-        draws = as_draws(_superchain_draws(samples, total // superchains, k, m, dims))
+        draws = as_draws(_superchain_draws(samples, total // superchains, k, m, columns))[
+            :, :, pick]
         return Diagnostics(ess_bulk(draws), ess_tail(draws), rhat(draws), chains=k * m,
                            draws=draws.shape[1], nested_r_hat=rhat_nested(draws, k),
                            superchains=k)
-    if len(shape) == 3:  # slice where the draws are (device, or a store on disk), then copy
-        samples = samples[:chains, :, :dims]
-    draws = as_draws(samples)[:chains, :, :dims]
+    draws = as_draws(samples[:chains, :, columns])[:, :, pick]
     return Diagnostics(ess_bulk(draws), ess_tail(draws), rhat(draws), chains=draws.shape[0],
                        draws=draws.shape[1])
 
@@ -214,47 +271,64 @@ def pooled_moments(mean: np.ndarray, var: np.ndarray, draws_per_chain: int):
     return grand, sd
 
 
-def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None,
-                 max_dims: int = 8,
+def format_table(mean: np.ndarray, sd: np.ndarray, diag: Diagnostics | None, rows=None, *,
                  missing: str = "ESS and R-hat need the draws (keep_samples=True)",
                  chains: int | None = None, names=None) -> str:
-    """Per-dimension mean, sd, ess_bulk, ess_tail, r_hat for the first ``max_dims`` dimensions,
-    then one line of aggregates (min ESS, max R-hat) over every dimension diagnosed, or the line
-    `missing` saying why there are none. chains: all the run's chains, to say when the
-    diagnostics examined fewer. names: one per dimension, shown instead of the index."""
+    """Per-dimension mean, sd, ess_bulk, ess_tail, r_hat of the dimensions `rows` (indices, in
+    order; default: the first SUMMARY_ROWS), a line saying how many were left out, then one line
+    of aggregates (min ESS, max R-hat) over the rows diagnosed, or the line `missing` saying why
+    there are none; a footnote names arviz's ESS cap where an ESS shown is at it. diag: of the
+    rows, in their order. chains: all the run's chains, to say when the diagnostics examined
+    fewer. names: one per dimension, shown instead of the index."""
     dim = len(mean)
+    rows = list(range(min(dim, SUMMARY_ROWS))) if rows is None else [int(j) for j in rows]
     labels = [str(j) for j in range(dim)] if names is None else [str(n) for n in names]
     if len(labels) != dim:
         raise ValueError(f"names has {len(labels)} entries for {dim} dimensions")
     head, unit = ("dim", "dims") if names is None else ("name", "parameters")
-    width = max([6, len(head)] + [len(s) for s in labels[:max_dims]])
+    width = max([6, len(head)] + [len(labels[j]) for j in rows])
     lines = [f"{head:>{width}} {'mean':>10} {'sd':>9} {'ess_bulk':>10} {'ess_tail':>10} "
              f"{'r_hat':>7}"]
+    capped = False
 
-    def fmt(values, j, spec):
-        if diag is None or j >= len(values) or not np.isfinite(values[j]):
-            return "-"
-        return format(values[j], spec)
+    def ess(values, i):
+        nonlocal capped
+        if diag is None or i >= len(values) or not np.isfinite(values[i]):
+            return "- "
+        if diag.at_cap(values[i:i + 1])[0]:
+            capped = True
+            return f"{values[i]:.0f}*"
+        return f"{values[i]:.0f} "
 
-    for j in range(min(dim, max_dims)):
-        lines.append(
-            f"{labels[j]:>{width}} {mean[j]:>+10.4f} {sd[j]:>9.4f} "
-            f"{fmt(diag.ess_bulk if diag else (), j, '.0f'):>10} "
-            f"{fmt(diag.ess_tail if diag else (), j, '.0f'):>10} "
-            f"{fmt(diag.r_hat if diag else (), j, '.4f'):>7}")
-    if dim > max_dims:
-        more = "dimensions" if names is None else unit
-        lines.append(f"{'...':>{width}} ({dim - max_dims} more {more})")
+    for i, j in enumerate(rows):
+        r_hat = (format(diag.r_hat[i], ".4f") if diag is not None and i < len(diag.r_hat)
+                 and np.isfinite(diag.r_hat[i]) else "-")
+        lines.append(f"{labels[j]:>{width}} {mean[j]:>+10.4f} {sd[j]:>9.4f} "
+                     f"{ess(diag.ess_bulk if diag else (), i):>11}"
+                     f"{ess(diag.ess_tail if diag else (), i):>11}{r_hat:>7}")
+    if len(rows) < dim:
+        lines.append(f"{'...':>{width}} ({dim - len(rows)} more {unit} not shown)")
     if diag is None:
         lines.append(missing)
-    else:
-        covered = len(diag.r_hat)
-        scope = f"all {covered} {unit}" if covered == dim else f"first {covered} of {dim} {unit}"
-        of = f" of {chains}" if chains is not None and chains > diag.chains else ""
-        lines.append(f"{scope} ({diag.chains}{of} chains x {diag.draws} draws): "
-                     f"min ess_bulk {diag.min_ess_bulk:.0f}, min ess_tail {diag.min_ess_tail:.0f}, "
-                     f"max r_hat {diag.max_r_hat:.4f}")
-        if diag.nested_r_hat is not None:
-            lines.append(f"max nested r_hat {diag.max_nested_r_hat:.4f} ({diag.superchains} "
-                         f"superchains x {diag.chains // diag.superchains} chains)")
+        return "\n".join(lines)
+    shown = len(diag.r_hat)
+    scope = (f"all {dim} {unit}" if shown == dim else
+             f"first {shown} of {dim} {unit}" if rows[:shown] == list(range(shown)) else
+             f"{shown} of {dim} {unit}")
+    of = f" of {chains}" if chains is not None and chains > diag.chains else ""
+    lines.append(f"{scope} ({diag.chains}{of} chains x {diag.draws} draws): "
+                 f"min ess_bulk {diag.min_ess_bulk:.0f}, min ess_tail {diag.min_ess_tail:.0f}, "
+                 f"max r_hat {diag.max_r_hat:.4f}")
+    if diag.nested_r_hat is not None:
+        lines.append(f"max nested r_hat {diag.max_nested_r_hat:.4f} ({diag.superchains} "
+                     f"superchains x {diag.chains // diag.superchains} chains)")
+    if capped:
+        lines.append(cap_note(diag))
     return "\n".join(lines)
+
+
+def cap_note(diag: Diagnostics) -> str:
+    """The footnote of an ESS at arviz's cap (marked *)."""
+    n = diag.chains * 2 * (diag.draws // 2)
+    return (f"* ESS at arviz-stats' cap N log10 N = {diag.ess_cap:,.0f} (N = {n:,} draws "
+            "examined); the true ESS may be higher")

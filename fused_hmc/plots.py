@@ -1,12 +1,14 @@
 """Trace and rank plots of a result's draws, drawn by arviz-plots with its matplotlib backend.
 
-``SampleResult.plot(path)`` (and ``fused-hmc sample --plot``) write one PNG: for each chosen
-parameter (a dimension of q) a row with its trace, draw by draw for each chain (left), and its
-rank plot (right: the ECDF of each chain's ranks among all chains' draws against the uniform, with
-a simultaneous envelope; Saeilynoja, Buerkner & Vehtari 2022), which shows chains that disagree.
-The two arviz-plots figures are rendered side by side at the same size (matplotlib's Agg canvas,
-whatever backend is selected), so the image is 10 x 2.5 inches per parameter at `dpi`. Chains of
-more than MAX_DRAWS draws are thinned evenly to at most that many for the plots.
+``SampleResult.plot(path)`` (and ``fused-hmc sample --plot``, ``--plot-params``) write one PNG:
+for each chosen parameter (a dimension of q, by index or by the target's name) a row with its
+trace, draw by draw for each chain (left), and its rank plot (right: the ECDF of each chain's
+ranks among all chains' draws against the uniform, with a simultaneous envelope; Saeilynoja,
+Buerkner & Vehtari 2022), which shows chains that disagree. Each panel is titled by the
+parameter's name (``q[j]`` without names), and the trace plot has a legend of the chains. The two
+arviz-plots figures are rendered side by side at the same size (matplotlib's Agg canvas, whatever
+backend is selected), so the image is 10 x 2.5 inches per parameter at `dpi`. Chains of more than
+MAX_DRAWS draws are thinned evenly to at most that many for the plots.
 """
 from __future__ import annotations
 
@@ -15,27 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .diagnostics import parameter_indices
+
 # Inches: each of the two plots is this wide, and this high per parameter.
 PLOT_WIDTH, ROW_HEIGHT = 5.0, 2.5
 DEFAULT_PARAMS = 4
 # Longer chains are thinned evenly to at most this many draws: a PNG shows no more, and
 # arviz-plots' rank envelope costs a simulation of chains x draws per 1000 repeats (about 1 s here).
 MAX_DRAWS = 500
-
-
-def _index_list(name: str, values, size: int) -> list[int]:
-    if values is None:
-        return list(range(min(DEFAULT_PARAMS, size)))
-    if isinstance(values, numbers.Integral) and not isinstance(values, bool):
-        values = [values]
-    values = list(values)
-    if not values or any(isinstance(v, bool) or not isinstance(v, numbers.Integral)
-                         for v in values):
-        raise TypeError(f"{name} must be dimension indices (integers), got {values!r}")
-    if any(not 0 <= v < size for v in values) or len(set(values)) != len(values):
-        raise ValueError(f"{name} must be distinct dimension indices in [0, {size}), got "
-                         f"{values}")
-    return [int(v) for v in values]
 
 
 def _render(plot_collection, dpi: int) -> np.ndarray:
@@ -67,7 +56,8 @@ def _envelope_is_degenerate(plot_collection, draws: int) -> bool:
 
 
 def _rank_plot(arviz_plots, tree, draws: int, size: dict):
-    """arviz-plots' rank plot, its envelope simulated again with other seeds while degenerate."""
+    """arviz-plots' rank plot, its envelope simulated again with other seeds while degenerate,
+    and left out when 8 seeds gave none valid."""
     import matplotlib.pyplot as plt
 
     for seed in range(8):
@@ -76,24 +66,30 @@ def _rank_plot(arviz_plots, tree, draws: int, size: dict):
         if not _envelope_is_degenerate(plot, draws):
             return plot
         plt.close(plot.viz["figure"].item())
-    raise RuntimeError(f"arviz-plots drew a degenerate rank-plot envelope for {draws} draws "
-                       "with 8 seeds; plot fewer or more draws")
+    # Some chain counts get no usable envelope from any seed (arviz-stats 0.8: 2 and 3 chains, a
+    # band of +-0.99 everywhere): the chains' rank ECDFs alone, and a title that says so.
+    plot = arviz_plots.plot_rank(tree, backend="matplotlib",
+                                 visuals={"credible_interval": False}, **size)
+    plot.viz["figure"].item().suptitle("rank ECDFs (arviz-stats drew no valid envelope)",
+                                       fontsize="small")
+    return plot
 
 
-def plot_trace_rank(res, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
-    """Writes the PNG described in the module docstring for result `res` to `path`.
+def parameter_labels(res) -> list[str]:
+    """A title for each dimension of q: the target's parameter names, else q[j]."""
+    names = res.parameter_names
+    return [str(n) for n in names] if names is not None else [
+        f"q[{j}]" for j in range(res.final_state.shape[1])]
 
-    params: dimension indices of q (default the first 4); chains: how many of the first chains
-    (at least 1; rank plots compare chains, 4 is ArviZ's usual); dpi: pixels per inch (the image
-    is 10 dpi x 2.5 dpi len(params)). Needs the draws (in memory or streamed) and >= 2 of them;
-    more than MAX_DRAWS are thinned evenly to at most that many.
-    """
+
+def trace_and_rank(res, params=None, *, chains: int = 4):
+    """The two arviz-plots PlotCollections (matplotlib) of :func:`plot_trace_rank`: the traces of
+    the chosen parameters with a legend of the chains, and their rank plots; one panel per
+    parameter, titled by its name. Arguments as :func:`plot_trace_rank`'s."""
     if isinstance(chains, bool) or not isinstance(chains, numbers.Integral) or chains < 1:
         raise ValueError(f"chains must be an integer >= 1, got {chains!r}")
-    if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not 10 <= dpi <= 1000:
-        raise ValueError(f"dpi must be an integer in [10, 1000], got {dpi!r}")
-    dim = res.final_state.shape[1]
-    params = _index_list("params", params, dim)
+    params = parameter_indices(params, res.final_state.shape[1], res.parameter_names,
+                               default=DEFAULT_PARAMS, argument="params")
     if res.num_kept < 2:
         raise ValueError(f"plot() needs at least 2 kept draws, this result has {res.num_kept}")
     try:
@@ -102,15 +98,33 @@ def plot_trace_rank(res, path, params=None, *, chains: int = 4, dpi: int = 100) 
     except ImportError as exc:
         raise ImportError("plots need arviz-plots and matplotlib, dependencies of fused_hmc: "
                           "pip install arviz-plots matplotlib") from exc
-    posterior = res.to_arviz()["posterior"].to_dataset()
     every = -(-res.num_kept // MAX_DRAWS)
-    posterior = posterior.isel(chain=slice(0, chains), dim=params,
-                               draw=slice(None, None, every)).load()
+    q = res.to_arviz()["posterior"]["q"].isel(chain=slice(0, chains),
+                                               draw=slice(None, None, every))
+    labels = parameter_labels(res)
+    # One variable per parameter, named by it: arviz-plots titles a panel by its variable.
+    posterior = xr.Dataset({labels[j]: q.isel(dim=j, drop=True) for j in params}).load()
     tree = xr.DataTree.from_dict({"posterior": posterior})
     size = dict(figure_kwargs={"figsize": (PLOT_WIDTH, ROW_HEIGHT * len(params)),
                                "layout": "constrained"}, col_wrap=1)
-    trace = _render(arviz_plots.plot_trace(tree, backend="matplotlib", **size), dpi)
-    rank = _render(_rank_plot(arviz_plots, tree, posterior.sizes["draw"], size), dpi)
+    trace = arviz_plots.plot_trace(tree, backend="matplotlib", **size)
+    trace.add_legend("chain")
+    return trace, _rank_plot(arviz_plots, tree, posterior.sizes["draw"], size)
+
+
+def plot_trace_rank(res, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
+    """Writes the PNG described in the module docstring for result `res` to `path`.
+
+    params: the parameters, by dimension index of q or by the target's name (one or a list;
+    default the first 4); chains: how many of the first chains (at least 1; rank plots compare
+    chains, 4 is ArviZ's usual); dpi: pixels per inch (the image is 10 dpi x 2.5 dpi len(params)).
+    Needs the draws (in memory or streamed) and >= 2 of them; more than MAX_DRAWS are thinned
+    evenly to at most that many.
+    """
+    if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not 10 <= dpi <= 1000:
+        raise ValueError(f"dpi must be an integer in [10, 1000], got {dpi!r}")
+    trace, rank = trace_and_rank(res, params, chains=chains)
+    pixels = np.concatenate([_render(trace, dpi), _render(rank, dpi)], axis=1)
     from PIL import Image
 
-    Image.fromarray(np.concatenate([trace, rank], axis=1)).save(Path(path), format="PNG")
+    Image.fromarray(pixels).save(Path(path), format="PNG")

@@ -1,5 +1,5 @@
 // The persistent chain kernels over any Target (math/target.h), as templates a library
-// instantiates for its targets (cuda/gaussian_chains.cu; users' modules):
+// instantiates for its targets (cuda/builtin_*.cu; users' modules):
 //   sampling_kernel       transitions with kept draws, Welford moments and acceptance statistics
 //                         (state and moments in registers for the whole call);
 //   warmup_per_chain_kernel  one adaptation state per chain (G = B): the transition, then the

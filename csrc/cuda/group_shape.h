@@ -15,7 +15,7 @@ constexpr int kWarp = 32;
 constexpr int kThreadsPerSmallGroupBlock = 256;
 constexpr int kMaxGroup = 256;
 constexpr int kMaxChunksPerThread = 4;
-// Each thread keeps its chunks of state (and in run_chains its Welford moments) in registers; above
+// Each thread keeps its chunks of state (and in the run op its Welford moments) in registers; above
 // 256 threads per chain a block could not hold them without spilling.
 static_assert(kMaxCudaDim == int64_t{4} * kMaxGroup * kMaxChunksPerThread, "math/limits.h");
 
@@ -73,7 +73,7 @@ inline GroupShape choose_group_shape(int64_t dim) {
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
 }
 
-// The tuned samplers keep six values per coordinate through a transition (state, inverse mass,
+// The chain groups keep six values per coordinate through a transition (state, inverse mass,
 // position, momentum, initial momentum and force), so they give each thread one chunk for as long
 // as a group of up to 256 threads covers the row (d <= 1024), and four chunks above.
 inline GroupShape choose_tuned_group_shape(int64_t dim) {

@@ -1,5 +1,5 @@
 // Forward-mode automatic differentiation: Dual<T, W> carries a value and W directional
-// derivatives, so a log density written once as a template over its scalar type (TARGETS.md)
+// derivatives, so a log density written once as a template over its scalar type (docs/TARGETS.md)
 // also yields its exact gradient, on the CPU and in a CUDA kernel alike.
 //
 // The model is Stan Math's fvar<T> (stan/math/fwd) and the autodiff library's dual, with W

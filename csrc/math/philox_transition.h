@@ -1,6 +1,6 @@
 // One chain's HMC transition on N(mu, I) under the native philox stream. philox_proposal (one
-// thread integrates the whole chain) serves the CPU hmc_step and run_chains; the CUDA kernels
-// (hmc_step, run_chains, the tuned group) split a chain across a thread group and integrate in
+// thread integrates the whole chain) serves the CPU transition op and run op; the CUDA kernels
+// (the transition op, the run op's chain groups) split a chain across a thread group and integrate in
 // their own loops, but share the decision (philox_accept / philox_decide_by_log) and sum the same
 // energy terms in the same canonical chunk order (chunk_sum.h; chain_group.cuh's group_chunk_sum).
 // So no launch shape or chunking changes a bit, and the CPU and CUDA builds differ only by the

@@ -1,5 +1,5 @@
-// The functions TARGETS.md promises to user log densities, for plain float and double (host and
-// device). dual.h adds the same names for Dual; target_functions.h gathers both for user code.
+// The functions docs/TARGETS.md promises to user log densities, for plain float and double
+// (host and device). dual.h adds the same names for Dual; target_functions.h gathers both for user code.
 //
 // Why wrappers and not `using std::exp`: under nvcc the device side has the CUDA library's global
 // overloads (::expf, ::exp(float)), the host side std::'s; each wrapper picks one per compiler

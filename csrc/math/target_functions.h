@@ -1,4 +1,4 @@
-// What a user's log density (TARGETS.md) sees: FUSED_HMC_HD, fused_hmc::Rows, and the
+// What a user's log density (docs/TARGETS.md) sees: FUSED_HMC_HD, fused_hmc::Rows, and the
 // functions exp log log1p expm1 sqrt pow abs fabs tanh sin cos lgamma fmin fmax log_sum_exp
 // sigmoid log_sigmoid softplus, resolving unqualified for float, double and Dual<float|double, W>,
 // under g++ and nvcc

@@ -1,4 +1,4 @@
-// The user's C++ model (TARGETS.md) as a target the kernels call: the whole position at once.
+// The user's C++ model (docs/TARGETS.md) as a target the kernels call: the whole position at once.
 // Torch-free, so g++ and nvcc compile it alike.
 //
 // Included by the TU that fused_hmc/cpp_target.py generates, after it has defined

@@ -28,8 +28,9 @@ import functools
 import math
 
 import torch
+from torch.distributions import Normal, StudentT, constraints
 
-from .model import Model, indexed
+from .model import Model, TorchForm, indexed
 from .posteriordb_files import load_posterior
 
 POSTERIOR = "diamonds-diamonds"
@@ -155,6 +156,21 @@ def _constrain(x: torch.Tensor, B: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
+def _torch_fn(p, data, coef: str):
+    """The torch form: the coefficients (theta, or b without QR) as the C++ samples them."""
+    b = data["B"] @ p[coef]
+    mean = p["Intercept"] + p[coef] @ data["XT"]
+    return (Normal(0.0, 1.0).log_prob(b).sum() + StudentT(3.0, 8.0, 10.0).log_prob(p["Intercept"])
+            + StudentT(3.0, 0.0, 10.0).log_prob(p["sigma"])
+            + Normal(mean, p["sigma"]).log_prob(data["Y"]).sum())
+
+
+def _torch_form(data: dict, coef: str, K: int) -> TorchForm:
+    params = {coef: (K,), "Intercept": (), "sigma": ((), constraints.positive)}
+    return TorchForm(functools.partial(_torch_fn, coef=coef), params, data, tuple(range(K + 2)),
+                     lanes=LANES)
+
+
 def diamonds(qr: bool = True) -> Model:
     """posteriordb's diamonds (brms), x = (theta[1..24], Intercept, log_sigma) with b = R*^-1 theta
     (qr=True, the default) or x = (b[1..24], Intercept, log_sigma) (qr=False); data XT [24, 5000]
@@ -172,4 +188,5 @@ def diamonds(qr: bool = True) -> Model:
         names=indexed("theta" if qr else "b", Kc) + ("Intercept", "log_sigma"),
         constrained_names=indexed("b", Kc) + ("Intercept", "sigma"),
         log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, B=B),
-        posteriordb=POSTERIOR, lanes=LANES)
+        posteriordb=POSTERIOR, lanes=LANES,
+        torch_form=functools.partial(_torch_form, data, "theta" if qr else "b", Kc))

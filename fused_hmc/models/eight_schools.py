@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.distributions import HalfCauchy, Normal, constraints
 
-from .model import Model, indexed
+from .model import Model, TorchForm, indexed
 from .posteriordb_files import load_posterior
 
 POSTERIOR = "eight_schools-eight_schools_noncentered"
@@ -77,6 +78,22 @@ def _constrain(x: torch.Tensor, J: int) -> dict[str, torch.Tensor]:
     return out
 
 
+def _torch_fn(p, data):
+    """The torch form (issue 29's example); HalfCauchy's scale in tau's dtype: with a Python
+    float, torch casts the value to the default dtype (float32) before its log_prob."""
+    theta = p["mu"] + p["tau"] * p["theta_trans"]
+    return (Normal(0.0, 5.0).log_prob(p["mu"])
+            + HalfCauchy(p["tau"].new_tensor(5.0)).log_prob(p["tau"])
+            + Normal(0.0, 1.0).log_prob(p["theta_trans"]).sum()
+            + Normal(theta, data["sigma"]).log_prob(data["y"]).sum())
+
+
+def _torch_form(data: dict, J: int) -> TorchForm:
+    params = {"mu": (), "tau": ((), constraints.positive), "theta_trans": (J,)}
+    # torch x = (mu, log tau, theta_trans[0..J)); the C++ x = (theta_trans, mu, log_tau)
+    return TorchForm(_torch_fn, params, data, tuple(range(2, J + 2)) + (0, 1))
+
+
 def eight_schools() -> Model:
     """posteriordb's eight_schools_noncentered, x = (theta_trans[1..8], mu, log_tau)."""
     raw = load_posterior(POSTERIOR)["data"]
@@ -88,4 +105,4 @@ def eight_schools() -> Model:
         data=data, names=indexed("theta_trans", J) + ("mu", "log_tau"),
         constrained_names=indexed("theta", J) + ("mu", "tau"),
         log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, J=J),
-        posteriordb=POSTERIOR)
+        posteriordb=POSTERIOR, torch_form=functools.partial(_torch_form, data, J))

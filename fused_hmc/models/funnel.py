@@ -13,8 +13,9 @@ import functools
 import math
 
 import torch
+from torch.distributions import Normal
 
-from .model import Model, indexed
+from .model import Model, TorchForm, indexed
 
 V_SCALE = 3.0
 
@@ -40,6 +41,16 @@ def _constrain(x: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tenso
     return {name: x[..., j] for j, name in enumerate(names)}
 
 
+def _torch_fn(p, data):
+    """The torch form: v ~ N(0, 3^2), x_i | v ~ N(0, exp(v / 2)^2)."""
+    return (Normal(0.0, V_SCALE).log_prob(p["v"])
+            + Normal(0.0, torch.exp(p["v"] / 2)).log_prob(p["x"]).sum())
+
+
+def _torch_form(dim: int) -> TorchForm:
+    return TorchForm(_torch_fn, {"v": (), "x": (dim - 1,)}, {}, tuple(range(dim)))
+
+
 def funnel(dim: int = 10) -> Model:
     """Neal's funnel in ``dim`` dimensions: x[0] = v, x[1..dim) the funnel's x_i."""
     if not isinstance(dim, int) or dim < 2:
@@ -51,4 +62,5 @@ def funnel(dim: int = 10) -> Model:
         name="funnel", dim=dim, source=SOURCE, data={"num_x": dim - 1}, names=names,
         constrained_names=names, log_prob_fn=_log_prob,
         constrain_fn=functools.partial(_constrain, names=names),
-        exact_mean=torch.zeros(dim, dtype=torch.float64), exact_var=var)
+        exact_mean=torch.zeros(dim, dtype=torch.float64), exact_var=var,
+        torch_form=functools.partial(_torch_form, dim))

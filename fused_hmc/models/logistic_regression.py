@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.distributions import Bernoulli, Normal
 
-from .model import Model, indexed
+from .model import Model, TorchForm, indexed
 
 BETA_TRUE_SCALE = 0.5
 
@@ -93,6 +94,16 @@ def _constrain(x: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tenso
     return {name: x[..., j] for j, name in enumerate(names)}
 
 
+def _torch_fn(p, data):
+    """The torch form: beta ~ N(0, prior_scale^2), y ~ Bernoulli(logits = X beta)."""
+    return (Normal(0.0, data["prior_scale"]).log_prob(p["beta"]).sum()
+            + Bernoulli(logits=data["X"] @ p["beta"]).log_prob(data["y"]).sum())
+
+
+def _torch_form(data: dict, k: int) -> TorchForm:
+    return TorchForm(_torch_fn, {"beta": (k,)}, data, tuple(range(k)))
+
+
 def logistic_regression(n: int = 1000, k: int = 25, seed: int = 0,
                         prior_scale: float = 1.0) -> Model:
     """Logistic regression on generated German-credit-shaped data, x = beta [k] (beta[1] the
@@ -101,8 +112,9 @@ def logistic_regression(n: int = 1000, k: int = 25, seed: int = 0,
         raise ValueError(f"prior_scale must be a positive number, got {prior_scale!r}")
     X, y, _ = logistic_regression_data(n, k, seed)
     names = indexed("beta", k)
+    data = {"X": X, "y": y, "prior_scale": float(prior_scale)}
     return Model(
         name="logistic_regression", dim=k, source=SOURCE, gradient_source=GRADIENT_SOURCE,
-        data={"X": X, "y": y, "prior_scale": float(prior_scale)}, names=names,
-        constrained_names=names, log_prob_fn=_log_prob,
-        constrain_fn=functools.partial(_constrain, names=names))
+        data=data, names=names, constrained_names=names, log_prob_fn=_log_prob,
+        constrain_fn=functools.partial(_constrain, names=names),
+        torch_form=functools.partial(_torch_form, data, k))

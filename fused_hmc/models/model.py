@@ -1,7 +1,7 @@
 """The description of a model in the library: C++ source, data, names and torch reference.
 
-A :class:`Model` carries everything TARGETS.md's ``fused_hmc.CppTarget`` takes (source, dim, data,
-names, a torch ``log_prob``) and what a report needs beyond it: the map to the constrained
+A :class:`Model` carries everything ``fused_hmc.CppTarget`` takes (docs/TARGETS.md: source, dim,
+data, names, a torch ``log_prob``) and what a report needs beyond it: the map to the constrained
 parameters (the ones posteriordb and Stan report), their names, Stan's initialisation, and exact
 moments where they are known. :meth:`Model.target` builds the CppTarget on demand, so importing or
 constructing a model never compiles anything.
@@ -9,12 +9,32 @@ constructing a model never compiles anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 import torch
 
 LogProb = Callable[[torch.Tensor, Mapping], torch.Tensor]
 Constrain = Callable[[torch.Tensor], dict]
+
+
+class TorchForm(NamedTuple):
+    """A model written for ``fused_hmc.TorchModel``: ``fn(p, data)``, p the constrained values of
+    one chain by name; ``params`` name -> shape | (shape, constraint); ``data``. ``to_cpp``: the
+    C++ form's coordinates from the torch form's, x_cpp = x_torch[..., to_cpp] (both
+    unconstrained; the two log densities then agree up to a constant). ``lanes``: the C++ form's
+    lanes, which the torch form's rows take too."""
+
+    fn: Callable
+    params: dict
+    data: dict
+    to_cpp: tuple[int, ...]
+    lanes: int = 1
+
+    def model(self):
+        """The compiled ``fused_hmc.TorchModel`` (traced and compiled here, cached on disk)."""
+        import fused_hmc
+
+        return fused_hmc.TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,7 +45,7 @@ class Model:
         name: short name (``"eight_schools"``).
         dim: number of unconstrained parameters.
         source: C++ defining ``template <typename T, typename Data> FUSED_HMC_HD T
-            log_density(const T* x, const Data& data)`` (TARGETS.md), up to a constant.
+            log_density(const T* x, const Data& data)`` (docs/TARGETS.md), up to a constant.
         data: name -> tensor (float64 or int64), float or int, read in C++ as ``data.<name>``.
         names: the ``dim`` unconstrained parameter names, in the order of ``x``.
         constrained_names: the names :meth:`constrain` returns, in order (posteriordb's names for
@@ -42,6 +62,8 @@ class Model:
             eight_schools_noncentered"``), whose reference summary is over ``constrained_names``.
         lanes: CppTarget's lanes: above 1 the sources define a lane's share of the data's rows
             (``log_density_rows``, ``log_density_and_gradient_rows``) instead.
+        torch_form: () -> :class:`TorchForm`, the same model written for ``fused_hmc.TorchModel``
+            (on the same data), or None.
     """
 
     name: str
@@ -58,6 +80,7 @@ class Model:
     exact_var: torch.Tensor | None = field(default=None, repr=False)
     posteriordb: str | None = None
     lanes: int = 1
+    torch_form: Callable[[], TorchForm] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if len(self.names) != self.dim:
@@ -65,7 +88,7 @@ class Model:
 
     def log_prob(self, x: torch.Tensor, data: Mapping | None = None) -> torch.Tensor:
         """Log density up to a constant, x [..., dim] -> [...] (x [dim] -> 0-d), differentiable
-        by autograd; ``data`` defaults to the model's own (TARGETS.md's log_prob(x, data))."""
+        by autograd; ``data`` defaults to the model's own (docs/TARGETS.md's log_prob(x, data))."""
         self._check_x("x", x)
         return self.log_prob_fn(x, self.data if data is None else data)
 
@@ -100,7 +123,8 @@ class Model:
 
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),
-                         log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes)
+                         log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes,
+                         constrain=self.constrain)
 
     def _check_x(self, arg: str, x) -> None:
         if not isinstance(x, torch.Tensor):

@@ -18,8 +18,9 @@ import functools
 import math
 
 import torch
+from torch.distributions import Normal
 
-from .model import Model
+from .model import Model, TorchForm
 
 # data.a, data.b, data.mu (chains' dtype), data.n1, data.n2 (int64).
 SOURCE = r"""
@@ -99,6 +100,21 @@ def _constrain(x: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tenso
     return {name: x[..., j] for j, name in enumerate(names)}
 
 
+def _torch_fn(p, data):
+    """The torch form: x1 ~ N(mu, 1 / (2a)), each block's x_i ~ N(x_{i-1}^2, 1 / (2b)) (x_0 =
+    x1); p["x"] [n2, n1 - 1] holds the blocks."""
+    blocks = p["x"]
+    parents = torch.cat([p["x1"].expand(blocks.shape[0], 1), blocks[:, :-1]], dim=1)
+    return (Normal(data["mu"], (0.5 / data["a"]) ** 0.5).log_prob(p["x1"])
+            + Normal(parents * parents, (0.5 / data["b"]) ** 0.5).log_prob(blocks).sum())
+
+
+def _torch_form(a: float, b: float, mu: float, n1: int, n2: int) -> TorchForm:
+    params = {"x1": (), "x": (n2, n1 - 1)}
+    data = {"a": float(a), "b": float(b), "mu": float(mu)}
+    return TorchForm(_torch_fn, params, data, tuple(range(1 + n2 * (n1 - 1))))
+
+
 def rosenbrock(a: float = 1 / 20, b: float = 5.0, mu: float = 1.0, n1: int = 2, n2: int = 1
                ) -> Model:
     """The hybrid Rosenbrock (defaults: Pagani et al.'s 2-d banana), with its exact moments."""
@@ -109,4 +125,5 @@ def rosenbrock(a: float = 1 / 20, b: float = 5.0, mu: float = 1.0, n1: int = 2, 
         name="rosenbrock", dim=1 + n2 * (n1 - 1), source=SOURCE,
         data={"a": float(a), "b": float(b), "mu": float(mu), "n1": n1, "n2": n2}, names=names,
         constrained_names=names, log_prob_fn=_log_prob,
-        constrain_fn=functools.partial(_constrain, names=names), exact_mean=mean, exact_var=var)
+        constrain_fn=functools.partial(_constrain, names=names), exact_mean=mean, exact_var=var,
+        torch_form=functools.partial(_torch_form, a, b, mu, n1, n2))

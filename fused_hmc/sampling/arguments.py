@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
@@ -23,6 +25,13 @@ def count(name: str, value, minimum: int, maximum: int = INT64_MAX) -> int:
         upper = "" if maximum == INT64_MAX else f" and <= {maximum}"
         raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
     return int(value)
+
+
+def check_flag(name: str, value) -> bool:
+    """A bool (numpy's too): a string such as "no" would be truthy, so it is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_path(name: str, value) -> Path | None:
@@ -52,6 +61,9 @@ def check_q0(q0) -> torch.Tensor:
                          f"{list(q0.shape)}")
     if q0.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"q0 must be float32 or float64, got {q0.dtype}")
+    if q0.requires_grad and torch.is_grad_enabled():  # as hmc_step and HMC refuse it
+        raise ValueError("q0 requires grad, but fused_hmc's transitions are not differentiable "
+                         "(the outputs would carry no gradient); pass q0.detach()")
     if not bool(torch.isfinite(q0).all()):
         raise ValueError("q0 has non-finite entries (NaN or inf); start the chains at finite "
                          "values")
@@ -75,7 +87,10 @@ def check_target(target, mu, q: torch.Tensor):
     if target is None:
         return None
     from ..cpp_target import CppTarget
+    from .stored_target import StoredCppTarget, UntrustedSourceError, refusal
 
+    if isinstance(target, StoredCppTarget):
+        raise UntrustedSourceError(f"target: {refusal('this StoredCppTarget (read from a file)')}")
     if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian, CppTarget)):
         raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
                         f"DenseGaussian, or a fused_hmc.CppTarget, got {type(target).__name__}")
@@ -84,8 +99,25 @@ def check_target(target, mu, q: torch.Tensor):
     if target.dim != q.shape[1]:
         raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
     if isinstance(target, CppTarget):
-        target.validate_start(q)  # log p and its gradient finite at every starting point
+        check_target_dim(target, q)
     return target
+
+
+def check_target_dim(target, q: torch.Tensor) -> None:
+    """A CppTarget's dim against what its source reads (dim_check.py): reading beyond dim raises,
+    coordinates the density ignores warn; then log p and its gradient finite at every start."""
+    from .. import dim_check
+
+    points = dim_check.random_points(target.dim, q.dtype, q.device)
+    if dim_check.reads_beyond_dim(target, points):
+        raise ValueError(dim_check.beyond_message(target.dim, "target.dim"))
+    _, gradient = target.validate_start(q)
+    gradient = torch.cat([gradient, target.log_density_and_gradient(points)[1]])
+    unused = dim_check.unused_coordinates(gradient)
+    if unused:
+        warnings.warn(dim_check.unused_message(unused, target.dim, gradient.shape[0],
+                                               "target.dim"),
+                      dim_check.UnusedCoordinatesWarning, stacklevel=4)
 
 
 def _positive_tensor(name: str, value, q: torch.Tensor) -> torch.Tensor:

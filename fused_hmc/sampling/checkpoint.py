@@ -8,16 +8,21 @@ arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, t
 the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
 inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state;
 the chains' gradient evaluations). Group ``posterior`` holds
-the draws kept in memory so far; draws streamed to ``out=`` stay in that store, which a resumed
-run cuts back to the draws the checkpoint counted before it appends.
+the draws kept in memory so far; draws streamed to ``out=`` stay in that store (its path kept
+relative to the checkpoint's directory), which a resumed run cuts back to the draws the checkpoint
+counted before it appends, once the store's run id is the checkpoint's (``integers["run_id"]``).
 
 Each write replaces the file atomically (a temporary file beside it, fsync'd, renamed over it):
-a process killed at any moment leaves the previous checkpoint or the next, never a torn one. The
-draws kept in memory are rewritten at every checkpoint; stream them (``out=``) for long runs.
+a process killed at any moment leaves the previous checkpoint or the next, never a torn one; the
+temporaries such a kill leaves are removed by the next write. A zip file cannot be appended to
+atomically, so the draws kept in memory are rewritten at every checkpoint (a warning gives their
+size once it is large); stream them (``out=``) for long runs.
 """
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -25,16 +30,23 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-FORMAT = 2  # 2: the chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
+# 3: out= relative to the checkpoint and the run id; 2: the chains' gradient evaluations (1 had
+# leapfrog steps, with trajectories only)
+FORMAT = 3
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
+# Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
+WARN_DRAW_BYTES = 256 * 2**20
 
 
 class Checkpointer:
     """Writes a sampler's checkpoint to `path` when `every` seconds have passed since the last."""
 
     def __init__(self, path: Path, every: float):
+        if path.is_dir():  # refused now, not when the first write renames onto it
+            raise ValueError(f"checkpoint: {path} is a directory; give the path of a file")
         self.path, self.every = path, every
         self._last = time.monotonic()
+        self._warned = False
 
     def start(self) -> None:
         """The clock starts with each run (the first checkpoint comes `every` s into it)."""
@@ -44,8 +56,20 @@ class Checkpointer:
         return time.monotonic() - self._last >= self.every
 
     def write(self, state: dict) -> None:
+        self._warn_of_draws(state)
         storage.replace_file(self.path, lambda tmp: _write(tmp, state))
+        storage.remove_stale_temporaries(self.path)
         self._last = time.monotonic()
+
+    def _warn_of_draws(self, state: dict) -> None:
+        parts = state["draws"] or []
+        size = sum(p.numel() * p.element_size() for p in parts)
+        if size > WARN_DRAW_BYTES and not self._warned:
+            self._warned = True
+            kept = sum(p.shape[1] for p in parts)
+            warnings.warn(f"checkpoint={self.path}: each checkpoint rewrites the {kept} draws kept "
+                          f"in memory ({size:,} bytes), more at each one; pass out= to stream "
+                          "them to disk, where a checkpoint writes none of them", stacklevel=2)
 
 
 def _write(tmp: Path, state: dict) -> None:
@@ -62,8 +86,10 @@ def _write(tmp: Path, state: dict) -> None:
             arguments[name] = value  # a number, or None
     target = arguments.pop("target")
     arguments["seed"] = str(arguments["seed"])
+    if arguments["out"] is not None:  # so that a copied directory streams to its own copy
+        arguments["out"] = os.path.relpath(arguments["out"], tmp.parent)
     q = state["tensors"]["q"][0]
-    directory = storage.temporary_sibling(tmp)  # written as a directory, then zipped
+    directory = tmp.with_name(f"{tmp.name}-dir")  # written as a directory, then zipped
     try:
         root = storage.open_root(storage.directory_store(directory, "w"), "w",
                                  {"fused_hmc_checkpoint": FORMAT})
@@ -89,9 +115,7 @@ def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor |
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    store = storage.zip_store(path, "r")
-    try:
-        root = storage.open_root(store, "r")
+    with storage.zip_root(path, "a fused_hmc checkpoint") as root:
         if "sampler" not in root:
             raise ValueError(f"{path} is not a fused_hmc checkpoint")
         group = root["sampler"]
@@ -100,6 +124,8 @@ def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor |
         tensors = storage.read_tensors(group, where)
         arguments = dict(attrs["arguments"])
         arguments["seed"] = int(arguments["seed"])
+        if arguments["out"] is not None:
+            arguments["out"] = str(path.absolute().parent / arguments["out"])
         for name in _TENSOR_ARGUMENTS:
             if f"argument_{name}" in tensors:
                 arguments[name] = tensors.pop(f"argument_{name}")
@@ -108,6 +134,4 @@ def read_checkpoint(path, device=None) -> tuple[dict, dict, dict, torch.Tensor |
         integers = attrs["integers"]
         draws = (storage.DrawStore(root["posterior"]).read(integers["num_kept"], where)
                  if "posterior" in root else None)
-    finally:
-        store.close()
     return arguments, tensors, integers, draws

@@ -8,9 +8,13 @@ for bit the one a single process running every chain in rank order gives, whatev
 Collectives, and what each costs:
 
 - construction: an all-reduce of an "ok" flag, then one all-gather of each rank's chain count,
-  dim, dtype and seed (checked equal; ``seed=None``: every rank takes rank 0's draw);
+  dim, dtype, seed and a digest of each of its other settings (:func:`run_settings`: the target,
+  warm-up, step size, trajectory, thinning...), all checked equal (``seed=None``: every rank takes
+  rank 0's draw), so that ranks given different settings raise, naming them, instead of mixing
+  two runs into one summary (or waiting on each other in a pooled warm-up's collectives);
 - the end of every ``run``: the "ok" flag, one all-gather of each rank's moments and acceptance
-  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below);
+  sums, and one ``all_gather_object`` of the draws the ESS / R-hat look at (below) and of the
+  chains that accepted no transition (their count and first ids);
 - a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition (with
   ChEES, of 2 d + 3 numbers and then a second of one), and one of 2 d numbers at each slow
   window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
@@ -34,7 +38,9 @@ of a distributed run.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -45,7 +51,80 @@ import torch
 
 from .. import diagnostics
 
-DIAGNOSTIC_DIMS = 8  # the dims whose ESS / R-hat the global summary holds (summary()'s default)
+# The dims whose ESS / R-hat the global summary holds: the rows summary() shows by default.
+DIAGNOSTIC_DIMS = diagnostics.SUMMARY_ROWS
+
+
+def _canonical(value) -> bytes:
+    """Bytes that are equal across processes exactly when the values are (Python's hash() is
+    salted per process): tensors by dtype, shape and contents; targets by their kind and
+    parameters (a C++ target by its source, data and build options)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().contiguous()
+        return f"tensor {value.dtype} {tuple(value.shape)} ".encode() + value.numpy().tobytes()
+    if isinstance(value, (list, tuple)):
+        return b"[" + b",".join(_canonical(v) for v in value) + b"]"
+    if isinstance(value, dict):
+        return b"{" + b",".join(_canonical(k) + b":" + _canonical(value[k])
+                                for k in sorted(value, key=str)) + b"}"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value).encode()
+    kind = type(value).__name__.encode() + b" "
+    if hasattr(value, "parameters"):  # the Gaussian targets
+        return kind + _canonical(value.parameters())
+    if hasattr(value, "source"):  # a CppTarget (or one made from a torch model)
+        return kind + _canonical([value.source, value.dim, value.data, value.names,
+                                  value.has_gradient, value.lanes])
+    raise TypeError(f"no digest for a {type(value).__name__} setting")
+
+
+class _Any:
+    """A setting this rank cannot tell apart from any other rank's (its digest 0 matches all)."""
+
+    def __repr__(self) -> str:
+        return "any (one chain)"
+
+
+_ANY = _Any()
+
+
+def digest(value) -> int:
+    """An int64 digest of _canonical(value); 0 for _ANY (2**-64 odds of a clash otherwise)."""
+    if value is _ANY:
+        return 0
+    return int.from_bytes(hashlib.blake2b(_canonical(value), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+def run_settings(sampler, target, mu, inverse_mass) -> dict:
+    """The settings every rank of one run must share, by their argument names: what a rank's
+    Sampler was given besides q0, seed, out, progress and chunk_size (which do not change the
+    chains). Per-chain step sizes and inverse masses are each rank's rows, different by design:
+    they count by their kind only; on a rank of one chain, where one for all chains and one per
+    chain look alike, not at all."""
+    warmup = dataclasses.asdict(sampler.warmup)
+    warmup["adapt_windows"] = warmup.pop("windows")
+    one_chain = sampler.global_chains == 1  # this rank's chains, before the layout
+    step = sampler.step_size
+    step = _ANY if one_chain else "per chain" if isinstance(step, torch.Tensor) else step
+    if inverse_mass is not None and (one_chain or inverse_mass.dim() == 2):
+        inverse_mass = _ANY if one_chain else "per chain"
+    mu = None if mu is None else torch.as_tensor(mu, dtype=torch.float64)
+    return dict(target=target, mu=mu, step_size=step,
+                num_leapfrog_steps=sampler.num_leapfrog_steps, thin=sampler.thin,
+                keep_samples=sampler.keep_samples, jitter=sampler.jitter,
+                inverse_mass=inverse_mass, trajectory_length=sampler.trajectory_length,
+                max_leapfrog_steps=sampler.max_leapfrog_steps, superchains=sampler.superchains,
+                first_transition=sampler.next_transition, **warmup)
+
+
+def _describe(value) -> str:
+    """A setting's value in a message, short."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (_Any, type(None), bool, int, float, str, tuple, list)):
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def merge_moments(counts: torch.Tensor, means: torch.Tensor, m2s: torch.Tensor):
@@ -74,7 +153,8 @@ class GlobalSummary:
     transitions: summed over every chain; accept_rate = accept_count / transitions;
     mean_accept_prob: over every transition of every chain; diagnostic_draws: (chains, draws,
     dims) of the first global chains (None without kept draws, or when the ranks kept different
-    numbers of draws, e.g. one was interrupted).
+    numbers of draws, e.g. one was interrupted); stuck_count, stuck_ids: how many chains
+    accepted no transition (:mod:`fused_hmc.sampling.stuck_chains`) and the first ids of them.
     """
     chains: int
     ranks: int
@@ -85,19 +165,40 @@ class GlobalSummary:
     transitions: int
     mean_accept_prob: float
     diagnostic_draws: np.ndarray | None
+    stuck_count: int = 0
+    stuck_ids: tuple[int, ...] = ()
 
     @property
     def accept_rate(self) -> float:
         return self.accept_count / self.transitions if self.transitions else float("nan")
 
-    def diagnose(self) -> diagnostics.Diagnostics | None:
-        """Bulk / tail ESS and R-hat of diagnostic_draws (None without them)."""
+    def diagnose(self, rows=None) -> diagnostics.Diagnostics | None:
+        """Bulk / tail ESS and R-hat of diagnostic_draws (None without them): of the dimensions
+        `rows` (default: every one gathered), NaN for those beyond the ones gathered."""
         if self.diagnostic_draws is None:
             return None
-        return diagnostics.diagnose(self.diagnostic_draws)
+        gathered = self.diagnostic_draws.shape[2]
+        rows = list(range(gathered)) if rows is None else list(rows)
+        held = [j for j in rows if j < gathered]
+        if not held:
+            return None
+        diag = diagnostics.diagnose(self.diagnostic_draws, rows=held)
+        if len(held) == len(rows):
+            return diag
+        at = [rows.index(j) for j in held]
 
-    def print(self, result, max_dims: int = 8, file: TextIO | None = None) -> None:
-        """SampleResult.summary() of a distributed run: every chain's statistics."""
+        def spread(values):
+            full = np.full(len(rows), np.nan)
+            full[at] = values
+            return full
+        return diag._replace(ess_bulk=spread(diag.ess_bulk), ess_tail=spread(diag.ess_tail),
+                             r_hat=spread(diag.r_hat))
+
+    def print(self, result, rows=None,
+              file: TextIO | None = None) -> diagnostics.Diagnostics | None:
+        """SampleResult.summary() of a distributed run: every chain's statistics, the dimensions
+        `rows` shown (default: the first SUMMARY_ROWS). Returns their ESS / R-hat (None
+        without)."""
         out = file if file is not None else sys.stdout
         local, dim = result.final_state.shape
         first = result.chain_offset
@@ -112,13 +213,14 @@ class GlobalSummary:
             print(line, file=out)
         if self.draws == 0:
             print("no draws kept yet", file=out)
-            return
+            return None
         sd = np.sqrt(self.var) if self.draws > 1 else np.full_like(self.var, np.nan)
-        diag = self.diagnose() if result.num_kept >= 4 else None
-        print(diagnostics.format_table(self.mean, sd, diag, max_dims=max_dims,
-                                       chains=self.chains, names=result.parameter_names,
+        diag = self.diagnose(rows) if result.num_kept >= 4 else None
+        print(diagnostics.format_table(self.mean, sd, diag, rows, chains=self.chains,
+                                       names=result.parameter_names,
                                        missing="ESS and R-hat need the draws of every rank "
                                                "(kept, and as many on each)"), file=out)
+        return diag
 
 
 def spreads_errors(method):
@@ -226,19 +328,34 @@ class ChainGroup:
         dist.all_gather(parts, local, group=self.group)
         return torch.stack(parts).to(values.device)
 
-    def layout(self, q: torch.Tensor, seed: int, seed_given: bool) -> tuple[int, int, int]:
-        """(this rank's chain offset, the seed every rank uses, the chains of every rank)."""
+    def layout(self, q: torch.Tensor, seed: int, seed_given: bool,
+               settings: dict | None = None) -> tuple[int, int, int]:
+        """(this rank's chain offset, the seed every rank uses, the chains of every rank).
+        settings: name -> value (:func:`run_settings`), checked equal on every rank."""
         self._proceed()
+        settings = settings or {}
         key = seed - 2**64 if seed >= 2**63 else seed  # int64
         dtype = 0 if q.dtype == torch.float32 else 1
-        mine = torch.tensor([q.shape[0], q.shape[1], dtype, int(seed_given), key],
-                            dtype=torch.int64)
+        mine = torch.tensor([q.shape[0], q.shape[1], dtype, int(seed_given), key]
+                            + [digest(v) for v in settings.values()], dtype=torch.int64)
         every = self._all_gather(mine)
-        chains, dims, dtypes, given, keys = every.T.tolist()
+        chains, dims, dtypes, given, keys = every[:, :5].T.tolist()
         for name, values in (("dim", dims), ("dtype", dtypes)):
             if len(set(values)) > 1:
                 raise ValueError(f"the ranks' q0 differ in {name}: one run's chains share it "
                                  f"(by rank: {values})")
+        differ = []
+        for j, name in enumerate(settings):
+            column = every[:, 5 + j].tolist()
+            known = [(r, d) for r, d in enumerate(column) if d != 0]  # 0: any (_ANY)
+            if len({d for _, d in known}) > 1:
+                first, reference = known[0]
+                differ.append((name, first, [r for r, d in known if d != reference]))
+        if differ:
+            raise ValueError(
+                "the ranks were given different settings, which one run's ranks share: "
+                + "; ".join(f"{name} (ranks {ranks} differ from rank {first}; this rank's: "
+                            f"{_describe(settings[name])})" for name, first, ranks in differ))
         if len(set(given)) > 1:
             raise ValueError("seed is given on some ranks and None on others: give the same seed "
                              "on every rank, or None on every rank (rank 0 then draws it)")
@@ -264,9 +381,13 @@ class ChainGroup:
         every = self._all_gather(torch.cat([books, rank_mean.nan_to_num(), rank_m2.nan_to_num()]))
         counts, accepted, transitions, kept, prob = every[:, :5].T  # (exact below 2**53)
         total, grand, grand_m2 = merge_moments(counts, every[:, 5:5 + dim], every[:, 5 + dim:])
-        parts = [None] * self.size
-        dist.all_gather_object(parts, self._diagnostic_draws(result, max_values),
-                               group=self.group)
+        from .stuck_chains import SHOWN, stuck_chain_ids
+
+        stuck = stuck_chain_ids(result)
+        gathered = [None] * self.size
+        dist.all_gather_object(gathered, (self._diagnostic_draws(result, max_values),
+                                          len(stuck), stuck[:SHOWN]), group=self.group)
+        parts = [p for p, _, _ in gathered]
         diagnosable = len(set(kept.tolist())) == 1 and all(p is not None for p in parts)
         transitions = int(transitions.sum())
         summary = GlobalSummary(
@@ -275,7 +396,8 @@ class ChainGroup:
             accept_count=int(accepted.sum()), transitions=transitions,
             mean_accept_prob=float(prob.sum()) / transitions if transitions else float("nan"),
             diagnostic_draws=np.concatenate([p for p in parts if len(p)]) if diagnosable
-            else None)
+            else None, stuck_count=sum(n for _, n, _ in gathered),
+            stuck_ids=tuple([i for _, _, ids in gathered for i in ids][:SHOWN]))
         return result._replace(global_summary=summary)
 
     def _diagnostic_draws(self, result, max_values: int | None) -> np.ndarray | None:

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 
 import torch
 
 from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
-from .arguments import (INT64_MAX, check_inverse_mass, check_jitter, check_mu, check_path,
-                        check_q0, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, check_trajectory, count)
+from .arguments import (INT64_MAX, check_flag, check_inverse_mass, check_jitter, check_mu,
+                        check_path, check_q0, check_seconds, check_step_size,
+                        check_step_size_fits, check_target, check_trajectory, count)
 from .checkpoint import Checkpointer, read_checkpoint
 from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
+from .stuck_chains import warn_if_stuck
 from .superchains import check_superchains, superchain_starts
 from .._limits import LIMITS, STAN_WINDOWS
 from .kernel import ChainKernel, RunStatistics
@@ -164,6 +166,7 @@ class Sampler:
         self.superchains = check_superchains(superchains, self._q.shape[0])
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)
+        keep_samples = check_flag("keep_samples", keep_samples)
         self._out = check_path("out", out)
         if self._out is not None and not keep_samples:
             raise ValueError("out= streams the kept draws to disk, but keep_samples=False keeps "
@@ -183,7 +186,7 @@ class Sampler:
         check_step_size_fits(self.step_size, self.jitter, self.warmup, self._q)
         inverse_mass = check_inverse_mass(inverse_mass, self._q)
         self.thin = count("thin", thin, 1)
-        self.keep_samples = bool(keep_samples)
+        self.keep_samples = keep_samples
         self.progress = bool(progress)
         self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
         self.chain_offset = count("chain_offset", chain_offset, 0)
@@ -199,7 +202,8 @@ class Sampler:
         self.global_chains = self._q.shape[0]  # every rank's chains
         if self._group is not None:  # the constructor's collectives
             self.chain_offset, self.seed, self.global_chains = self._group.layout(
-                self._q, self.seed, seed_given)
+                self._q, self.seed, seed_given,
+                distributed.run_settings(self, target, mu, inverse_mass))
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
         if self._q.is_cuda:
             require_cuda_kernels()
@@ -238,6 +242,7 @@ class Sampler:
         self._interrupted = False
         self._spent = False  # a last run handed the draws over
         self._remaining: int | None = None  # sampling transitions left of the run begun last
+        self._run_id = uuid.uuid4().hex  # in the out= store and the checkpoint: they must match
         self._draw_store = None  # the out= store, once opened
         self._stream_resumes = False  # the out= store exists: cut back to _num_kept on opening
         self._stream = None  # the DrawStream of the run in progress
@@ -280,7 +285,8 @@ class Sampler:
         return self._next
 
     @classmethod
-    def from_checkpoint(cls, path, *, device=None, progress: bool | None = None) -> Sampler:
+    def from_checkpoint(cls, path, *, target=None, trust_source: bool = False, device=None,
+                        progress: bool | None = None) -> Sampler:
         """The sampler whose checkpoint is at `path` (``checkpoint=path``), in any process: its
         ``run()`` continues the run that was checkpointed (a run stopped by Ctrl-C, killed or
         still going when the checkpoint was written) with results bit-identical to that run left
@@ -288,8 +294,15 @@ class Sampler:
         ``out=`` store, cut back to the draws the checkpoint counted). device: where to continue
         (default: the device it ran on; another device gives the same chains up to rounding);
         progress: show a progress bar (default: as the checkpointed sampler did).
+
+        A checkpoint is data: the C++ source of a CppTarget in it is not compiled unless `target`
+        gives the target again (it must be the one the checkpoint ran) or ``trust_source=True``
+        says the file is trusted (fused_hmc.sampling.stored_target).
         """
+        from .stored_target import resupplied
+
         arguments, tensors, integers, draws = read_checkpoint(path, device)
+        arguments["target"] = resupplied(arguments["target"], target, trust_source, path)
         if progress is not None:
             arguments["progress"] = progress
         # The checkpoint's q is the chains' state, not their start: not grouped again.
@@ -382,6 +395,7 @@ class Sampler:
         self._num_kept = integers["num_kept"]
         self._interrupted = integers["interrupted"]
         self._remaining = integers["remaining"]
+        self._run_id = integers["run_id"]
         self._sample_parts = [draws] if draws is not None and draws.shape[1] else []
         self._stream_resumes = self._out is not None
 
@@ -398,7 +412,7 @@ class Sampler:
         integers = dict(chain_integers, next_transition=self._next,
                         warmup_done=self._warmup_done, num_transitions=self._num_transitions,
                         num_kept=self._num_kept, interrupted=self._interrupted,
-                        remaining=self._remaining)
+                        remaining=self._remaining, run_id=self._run_id)
         draws = list(self._sample_parts) if self.keep_samples and self._out is None else None
         return {"arguments": self._arguments, "tensors": tensors, "integers": integers,
                 "draws": draws}
@@ -427,26 +441,16 @@ class Sampler:
         """Opens the out= store (made on the first run, cut back to the checkpoint's draws on a
         resumed one) and, when the run keeps draws, a DrawStream whose buffers fit in memory;
         returns the draws per buffer (0: none kept)."""
-        from . import storage
-        from .streaming import SLOTS, DrawStream, slot_capacity
+        from .streaming import SLOTS, DrawStream, create_store, reopen_store, slot_capacity
 
         chains, dim = self._q.shape
         if self._draw_store is None:
             if self._stream_resumes:
-                if not self._out.is_dir():
-                    raise FileNotFoundError(f"out={self._out}: the store this checkpointed run "
-                                            "streamed its draws to is missing")
-                self._draw_store = storage.DrawStore.open(self._out)
-                self._draw_store.truncate(self._num_kept)
+                self._draw_store = reopen_store(self._out, self._run_id, self._num_kept)
             else:
-                if self._out.exists():
-                    raise FileExistsError(f"out={self._out} exists; stream to a new path")
-                root = storage.open_root(storage.directory_store(self._out, "w"), "w",
-                                         {"fused_hmc_format": 1})
-                self._draw_store = storage.DrawStore.create(
-                    root, chains, dim, self._q.dtype, self.chain_offset,
+                self._draw_store = create_store(
+                    self._out, self._run_id, chains, dim, self._q.dtype, self.chain_offset,
                     {"sampler": "fused_hmc", "seed": str(self.seed), "thin": self.thin})
-                storage.consolidate(self._out)
         if kept_new == 0:
             return 0
         draw_bytes = self._draw_bytes(1)
@@ -691,7 +695,8 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
     use a Sampler directly to continue a run later with identical results. With ``checkpoint=``,
     ``Sampler.from_checkpoint(checkpoint).run()`` finishes a run that was killed or stopped, in
     any process, with the result this call would have returned; with ``out=``, the draws stream
-    to that zarr store instead of memory.
+    to that zarr store instead of memory. Warns (:class:`StuckChainsWarning`) when some chains
+    accepted none of at least 20 sampling transitions (:mod:`fused_hmc.sampling.stuck_chains`).
     """
     count("num_samples", num_samples, 1)
     sampler = Sampler(q0, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps, mu=mu,
@@ -705,4 +710,6 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
                       superchains=superchains, process_group=process_group,
                       adapt_trajectory_length=adapt_trajectory_length,
                       max_leapfrog_steps=max_leapfrog_steps, trajectory_length=trajectory_length)
-    return sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy
+    result = sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy
+    warn_if_stuck(result)
+    return result

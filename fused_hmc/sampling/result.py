@@ -75,6 +75,8 @@ class SampleResult(NamedTuple):
             :class:`fused_hmc.sampling.distributed.GlobalSummary`: merged moments, summed
             acceptance, the draws of the first global chains for ESS / R-hat), which
             :meth:`summary` then prints; None otherwise (not saved by :meth:`save`).
+        constrained: the constrained draws read from a saved file, {name: [chains, num_kept,
+            *shape]}; None otherwise (see :meth:`constrained_draws`).
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -107,6 +109,7 @@ class SampleResult(NamedTuple):
     max_leapfrog_steps: int | None = None
     warmup_gradient_evaluations: int | None = None
     sampling_gradient_evaluations: int | None = None
+    constrained: dict | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -116,9 +119,11 @@ class SampleResult(NamedTuple):
     def to_arviz(self):
         """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
 
-        Group ``posterior`` holds variable ``q`` with dims (chain, draw, dim); chain coordinates are
-        the global chain ids chain_offset + b. Needs the draws: kept in memory (``keep_samples=True``)
-        or streamed to disk (``out=``; then read lazily from ``samples_path``), and arviz-base.
+        Group ``posterior`` holds variable ``q`` with dims (chain, draw, dim), and for a target
+        with ``constrain`` one variable per constrained parameter with dims (chain, draw,
+        <name>_dim_0, ...); chain coordinates are the global chain ids chain_offset + b. Needs
+        the draws: kept in memory (``keep_samples=True``) or streamed to disk (``out=``; then read
+        lazily from ``samples_path``), and arviz-base.
         """
         if self.samples is None and self.samples_path is None:
             raise ValueError("to_arviz() needs the draws, but this run was made with "
@@ -137,12 +142,15 @@ class SampleResult(NamedTuple):
         import numpy as np
 
         chains = self.samples.shape[0]
+        constrained = self.constrained_draws() or {}
         with warnings.catch_warnings():
             # ArviZ guesses that more chains than draws means mislabelled axes; here it is the norm.
             warnings.filterwarnings("ignore", message="Found chain dimension to be longer")
             return from_dict(
-                {"posterior": {"q": self.samples.detach().cpu().numpy()}},
-                dims={"q": ["dim"]},
+                {"posterior": {"q": self.samples.detach().cpu().numpy()}
+                 | {name: v.detach().cpu().numpy() for name, v in constrained.items()}},
+                dims={"q": ["dim"]} | {name: [f"{name}_dim_{k}" for k in range(v.ndim - 2)]
+                                       for name, v in constrained.items()},
                 coords={"chain": np.arange(self.chain_offset, self.chain_offset + chains)}
                 | ({"dim": list(self.parameter_names)} if self.parameter_names else {}),
                 attrs={"posterior": self.posterior_attrs()},
@@ -152,6 +160,14 @@ class SampleResult(NamedTuple):
     def parameter_names(self) -> list[str] | None:
         """The target's parameter names (a CppTarget's ``names``), or None."""
         return getattr(self.target, "names", None)
+
+    def constrained_draws(self) -> dict[str, torch.Tensor] | None:
+        """The draws as the target's constrained parameters, {name: [chains, num_kept, *shape]}
+        (the target's ``constrain`` of the draws, or those saved with the result); None when the
+        target has no ``constrain`` or the draws were not kept."""
+        from .constrained import of_result
+
+        return of_result(self)
 
     def posterior_attrs(self) -> dict:
         """The attributes of the ``posterior`` group (in :meth:`to_arviz` and saved files)."""
@@ -175,9 +191,10 @@ class SampleResult(NamedTuple):
         save_result(self, path, overwrite=overwrite)
 
     def plot(self, path, params=None, *, chains: int = 4, dpi: int = 100) -> None:
-        """Writes a PNG to `path`: for each parameter (a dimension index of q; default the first
-        4), its trace (left) and rank plot (right) over the first `chains` chains, drawn with
-        arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
+        """Writes a PNG to `path`: for each parameter (a dimension index of q or the target's
+        name for it, one or a list; default the first 4), its trace (left, with a legend of the
+        chains) and rank plot (right) over the first `chains` chains, each titled by the
+        parameter's name, drawn with arviz-plots' matplotlib backend. Each row is 2.5 x 5 inches per plot at `dpi`: the image
         is 10 dpi wide and 2.5 dpi per parameter high. Chains longer than 500 draws are thinned
         evenly to at most 500 for the plots. See :func:`fused_hmc.plots.plot_trace_rank`.
         """
@@ -206,7 +223,7 @@ class SampleResult(NamedTuple):
                          "sampling (all chains)")
         return lines
 
-    def _draws_for_diagnostics(self, max_chains, max_dims):
+    def _draws_for_diagnostics(self):
         """The draws to diagnose: the in-memory tensor, or the streamed store's array (which
         diagnostics.diagnose slices before reading)."""
         if self.samples is not None:
@@ -215,28 +232,46 @@ class SampleResult(NamedTuple):
 
         return posterior_draws(self.samples_path, self.num_kept)
 
-    def summary(self, max_dims: int = 8, *, max_chains: int | None = None,
+    def summary(self, *, var_names=None, max_rows: int = diagnostics.SUMMARY_ROWS,
+                max_chains: int | None = None, unconstrained: bool = False,
                 max_values: int | None = diagnostics.SUMMARY_VALUES,
                 file: TextIO | None = None) -> None:
-        """Prints per-dimension mean, sd, bulk/tail ESS and R-hat for the first ``max_dims``
-        dimensions, and the minimum ESS / maximum R-hat over them; for chains run in superchains
-        (``superchains=K``), also a line "max nested r_hat" (arviz-stats' ``rhat_nested``, see
-        :mod:`fused_hmc.diagnostics`) over the same chains.
+        """Prints per-parameter mean, sd, bulk/tail ESS and R-hat, and the minimum ESS / maximum
+        R-hat over them; for chains run in superchains (``superchains=K``), also a line "max
+        nested r_hat" (arviz-stats' ``rhat_nested``, see :mod:`fused_hmc.diagnostics`) over the
+        same chains. An ESS at arviz-stats' cap N log10 N is marked, and a footnote names the cap.
+
+        var_names: the parameters to show, in that order: names (a target's ``names``) or
+        dimension indices, one or a list; default: every parameter, up to the first ``max_rows``
+        (a line says how many more there are). For a target with ``constrain`` the rows are
+        the constrained values by name (``mu``, ``tau``, ``theta_trans[0]``, ...; their mean and
+        sd from the draws), unless ``unconstrained=True`` or the draws were not kept.
 
         Mean and sd pool every chain and draw (from the Welford statistics, so they need no draws).
         ESS and R-hat need the draws and cost about 2 s per million values on one core
         (:mod:`fused_hmc.diagnostics`), so they examine the first chains (at most ``max_chains``,
-        at least 2) that fit in ``max_values`` values (chains x draws x max_dims; the default is
-        about 2 s; None: every chain), and say how many; with superchains, the first chains of
-        every superchain (of the first superchains, at least 2, when fewer than one chain each
-        fits), as many of each. Ctrl-C while they run prints the rest and
-        raises KeyboardInterrupt.
+        at least 2) that fit in ``max_values`` values (chains x draws x parameters shown; the
+        default is about 2 s; None: every chain), and say how many; with superchains, the first
+        chains of every superchain (of the first superchains, at least 2, when fewer than one
+        chain each fits), as many of each. Ctrl-C while they run prints the rest and raises
+        KeyboardInterrupt.
         """
         out = file if file is not None else sys.stdout
-        if self.global_summary is not None:  # every rank's chains, not this shard's
-            self.global_summary.print(self, max_dims=max_dims, file=out)
-            return
         chains, dim = self.final_state.shape
+        names = self.parameter_names
+        values = None  # the constrained draws, flat [chains, num_kept, values]
+        if not unconstrained and self.global_summary is None and self.num_kept > 0:
+            from . import constrained
+
+            values = self.constrained_draws()
+            if values is not None:
+                names, values = constrained.names_and_flat(values)
+        rows = diagnostics.parameter_indices(var_names, len(names) if values is not None else dim,
+                                             names,
+                                             default=diagnostics.row_count(max_rows))
+        if self.global_summary is not None:  # every rank's chains, not this shard's
+            self.global_summary.print(self, rows=rows, file=out)
+            return
         warm = f"{self.num_warmup} warm-up + " if self.num_warmup else ""
         print(f"fused_hmc: {chains} chains x {dim} dims, {warm}{self.num_transitions} transitions, "
               f"{self.num_kept} kept (thin {self.thin}), seed {self.seed}"
@@ -251,19 +286,19 @@ class SampleResult(NamedTuple):
             print("no draws kept yet", file=out)
             return
         mean, sd = diagnostics.pooled_moments(self.mean.cpu().numpy(), self.var.cpu().numpy(),
-                                              self.num_kept)
-        names = self.parameter_names
+                                              self.num_kept) if values is None else (
+            constrained.pooled_moments(values))
         if (self.samples is None and self.samples_path is None) or self.num_kept < 4:
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names),
-                  file=out)
+            print(diagnostics.format_table(mean, sd, None, rows, names=names), file=out)
             return
         try:
-            diag = diagnostics.diagnose(self._draws_for_diagnostics(max_chains, max_dims),
-                                        max_chains=max_chains, max_dims=max_dims,
-                                        max_values=max_values, superchains=self.superchains)
+            draws = self._draws_for_diagnostics() if values is None else values
+            diag = diagnostics.diagnose(draws, max_chains=max_chains,
+                                        rows=rows, max_values=max_values,
+                                        superchains=self.superchains)
         except KeyboardInterrupt:  # print what needs no draws, then stop as asked
-            print(diagnostics.format_table(mean, sd, None, max_dims=max_dims, names=names,
+            print(diagnostics.format_table(mean, sd, None, rows, names=names,
                                            missing="ESS and R-hat interrupted (Ctrl-C)"), file=out)
             raise
-        print(diagnostics.format_table(mean, sd, diag, max_dims=max_dims, chains=chains,
-                                       names=names), file=out)
+        print(diagnostics.format_table(mean, sd, diag, rows, chains=chains, names=names),
+              file=out)

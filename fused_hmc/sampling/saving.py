@@ -1,21 +1,30 @@
 """``SampleResult.save`` and ``fused_hmc.load``: a result as a zarr store (layout in storage.py).
 
+A store is complete when group ``fused_hmc`` is. It never changes in place: a new version (at the
+end of each later run of a streaming sampler) is written whole as ``fused_hmc_next``, then takes
+the place of the old one by two renames; a kill between them leaves the old one as
+``fused_hmc_previous`` beside the complete new one, which ``load`` then reads (and the next write
+puts in place). ``load`` checks every field and names a store that is incomplete.
+
 Group ``fused_hmc`` holds every tensor field of the result (in its own dtype), the scalars as
 attributes (the seed as a decimal string: it may not fit a signed 64-bit integer), the warm-up
 settings, the dtype and device, and the target in ``fused_hmc/target``; group ``posterior`` the
-draws, when there are any.
+draws, when there are any, and beside ``q`` the constrained draws of a target with ``constrain``
+(as data, :mod:`fused_hmc.sampling.constrained`: loading them runs none of the target's code).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import torch
 
 from .. import targets as targets_module
-from . import rank_stores, storage
+from . import constrained, rank_stores, storage
 from .resources import check_memory
 from .result import SampleResult
+from .stored_target import StoredCppTarget
 from .warmup import WarmupSettings
 
 FORMAT = 1
@@ -28,6 +37,10 @@ _SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "th
 # Scalars files saved before the trajectory length and gradient counts existed lack (None then).
 _NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
                   "sampling_gradient_evaluations")
+# The result group, its next version while that is written, and the old one while it is replaced.
+RESULT, NEXT, PREVIOUS = "fused_hmc", "fused_hmc_next", "fused_hmc_previous"
+# Attributes every result group has (_NEWER_SCALARS and superchains may be absent: older files).
+_REQUIRED = _SCALARS + ("format", "seed", "samples", "warmup", "dtype", "device")
 _TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
                                           targets_module.DiagonalGaussian,
                                           targets_module.DenseGaussian)}
@@ -43,7 +56,7 @@ def write_target(parent, target) -> None:
         return
     from ..cpp_target import CppTarget
 
-    if isinstance(target, CppTarget):
+    if isinstance(target, (CppTarget, StoredCppTarget)):
         tensors = {k: v for k, v in target.data.items() if isinstance(v, torch.Tensor)}
         scalars = {k: v for k, v in target.data.items() if not isinstance(v, torch.Tensor)}
         group = parent.create_group("target", attributes={
@@ -60,19 +73,19 @@ def write_target(parent, target) -> None:
 
 
 def read_target(parent):
+    """The target of group ``target`` of `parent` (None without one); a CppTarget as inert data
+    (stored_target.py: a file's source is never compiled unasked)."""
     if "target" not in parent:
         return None
     group = parent["target"]
     kind = group.attrs["kind"]
     if kind == "CppTarget":
-        from ..cpp_target import CppTarget
-
         tensors = storage.read_tensors(group, torch.device("cpu"))
         data = {name: tensors[name] for name in group.attrs["tensor_order"]}
         data.update(group.attrs["scalars"])
-        return CppTarget(group.attrs["source"], int(group.attrs["dim"]), data=data or None,
-                         names=group.attrs["names"], gradient=bool(group.attrs["gradient"]),
-                         lanes=int(group.attrs.get("lanes", 1)))  # files before lanes: 1
+        return StoredCppTarget(str(group.attrs["source"]), int(group.attrs["dim"]), data,
+                               group.attrs["names"], bool(group.attrs["gradient"]),
+                               int(group.attrs.get("lanes", 1)))  # files before lanes: 1
     if kind not in _TARGETS:
         raise ValueError(f"unknown target kind {kind!r} in the file")
     return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))
@@ -103,16 +116,14 @@ def _samples_kind(res: SampleResult) -> str:
     return "disk" if res.samples_path is not None else "none"
 
 
-def write_result_group(root, res: SampleResult) -> None:
-    """Group ``fused_hmc`` of `root` (replacing an earlier one): every field but the draws."""
-    if "fused_hmc" in root:
-        del root["fused_hmc"]
+def write_result_group(root, res: SampleResult, name: str = RESULT) -> None:
+    """Group `name` of `root` (a new one): every field but the draws."""
     attrs = {name: getattr(res, name) for name in _SCALARS + _NEWER_SCALARS}
     attrs.update(format=FORMAT, seed=str(res.seed), superchains=res.superchains,
                  samples=_samples_kind(res),
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
                  device=str(res.final_state.device))
-    group = root.create_group("fused_hmc", attributes=attrs)
+    group = root.create_group(name, attributes=attrs)
     storage.write_tensors(group, {name: (getattr(res, name), dims)
                                   for name, dims in _TENSORS.items()
                                   if getattr(res, name) is not None})
@@ -120,12 +131,45 @@ def write_result_group(root, res: SampleResult) -> None:
 
 
 def complete_stream_store(path, res: SampleResult) -> None:
-    """Completes a store the draws were streamed into: the posterior's attributes, the result's
-    other fields, and metadata that xarray reads."""
+    """Completes a store the draws were streamed into: the result's other fields (replacing an
+    earlier version whole, see the module's docstring), the posterior's attributes, and metadata
+    that xarray reads."""
+    path = Path(path)
+    _settle(path)
     root = storage.open_root(storage.directory_store(path, "a"), "r+")
+    write_constrained(root, res)
+    write_result_group(root, res, NEXT)
+    if (path / RESULT).exists():
+        os.rename(path / RESULT, path / PREVIOUS)
+    os.rename(path / NEXT, path / RESULT)
+    storage.remove(path / PREVIOUS)
     root["posterior"].attrs.update(res.posterior_attrs())
-    write_result_group(root, res)
     storage.consolidate(path)
+
+
+def _settle(path: Path) -> None:
+    """Finishes the swap of result groups that a kill interrupted (the new one in place), or
+    removes what an earlier kill left of a version not yet complete."""
+    if _result_group(path) == NEXT:
+        os.rename(path / NEXT, path / RESULT)
+    storage.remove(path / NEXT)
+    storage.remove(path / PREVIOUS)
+
+
+def _result_group(path: Path) -> str | None:
+    """The complete result group of the store at `path`: ``fused_hmc``, or ``fused_hmc_next`` when
+    a kill came between the renames that put it in place (the old one moved aside); else None."""
+    if (path / RESULT).is_dir():
+        return RESULT
+    return NEXT if (path / PREVIOUS).is_dir() and (path / NEXT).is_dir() else None
+
+
+def write_constrained(root, res: SampleResult) -> None:
+    """The result's constrained draws (when it has them: see constrained.of_result) into
+    ``posterior``."""
+    values = res.constrained_draws()
+    if values is not None:
+        constrained.write(root["posterior"], values)
 
 
 def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
@@ -135,6 +179,7 @@ def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
     if res.samples_path is not None and Path(res.samples_path) == path:
         complete_stream_store(path, res)  # the streamed store itself: completed in place
         return
+    storage.restore_displaced(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
     tmp = storage.temporary_sibling(path)
@@ -149,6 +194,7 @@ def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
             draws = storage.DrawStore.create(root, chains, dim, res.final_state.dtype,
                                              res.chain_offset, res.posterior_attrs())
             draws.fill_from(source, res.num_kept)
+            write_constrained(root, res)
         write_result_group(root, res)
         storage.consolidate(tmp)
         storage.publish_directory(tmp, path, overwrite)
@@ -171,6 +217,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     if samples is not None and not isinstance(samples, bool):
         raise TypeError(f"samples must be True, False or None, got {samples!r}")
     path = Path(path).absolute()
+    storage.restore_displaced(path)  # a save over it killed between its renames: the old one
     if not path.is_dir():
         raise FileNotFoundError(f"no saved result at {path}")
     if rank_stores.is_rank_directory(path):
@@ -178,14 +225,19 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
                          f"fused_hmc.load({str(path / 'rank0')!r}) and the others, and its "
                          f"{rank_stores.SUMMARY} (fused_hmc.sampling.rank_stores says how to "
                          "open them as one dataset)")
-    root = storage.open_root(storage.directory_store(path, "r"), "r")
-    if "fused_hmc" not in root:
+    name = _result_group(path)
+    if name is None:
         raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
                          "ended: resume it from its checkpoint)")
-    group = root["fused_hmc"]
+    root = storage.open_root(storage.directory_store(path, "r"), "r")
+    group = _checked_group(root, name, path)
     attrs = storage.checked_attributes(group, path, "a result", FORMAT)
+    missing = [key for key in _REQUIRED if key not in attrs]
+    if missing:
+        _incomplete(path, f"{name} lacks the attributes {missing}")
     where = device_to_load(attrs["device"], device)
     tensors = storage.read_tensors(group, where)
+    _check_complete(root, group, tensors, attrs, path)
     fields = {name: tensors.get(name) for name in _TENSORS}
     fields.update({name: attrs[name] for name in _SCALARS})
     fields.update({name: attrs.get(name) for name in _NEWER_SCALARS})
@@ -193,7 +245,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     if samples and kind == "none":
         raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")
     in_memory = kind == "memory" if samples is None else samples
-    fields["samples"] = fields["samples_path"] = None
+    fields["samples"] = fields["samples_path"] = fields["constrained"] = None
     if kind != "none" and in_memory:
         chains, dim = fields["final_state"].shape
         check_memory(chains * attrs["num_kept"] * dim * fields["final_state"].element_size(),
@@ -201,9 +253,43 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
                      "pass samples=False to leave them on disk")
         draws = storage.DrawStore(root["posterior"])
         fields["samples"] = draws.read(attrs["num_kept"], where)
+        fields["constrained"] = constrained.read(root["posterior"], attrs["num_kept"], where)
     elif kind != "none":
         fields["samples_path"] = str(path)
     return SampleResult(seed=int(attrs["seed"]), warmup=read_warmup(attrs["warmup"]),
                         # (absent from files saved before superchains existed)
                         target=read_target(group), superchains=attrs.get("superchains"),
                         **fields)
+
+
+def _incomplete(path, what: str):
+    raise ValueError(f"{path} is incomplete ({what}): a write of it was stopped; a run streaming "
+                     "into it continues from its checkpoint")
+
+
+def _checked_group(root, name: str, path):
+    try:
+        return root[name]
+    except KeyError:
+        _incomplete(path, f"no group {name}")
+
+
+def _check_complete(root, group, tensors: dict, attrs: dict, path) -> None:
+    """Every field of a result group and the draws it counts are there, of consistent shapes."""
+    missing = [name for name in _TENSORS if name not in tensors]
+    if "target" not in group:
+        missing.append("target")
+    if missing:
+        _incomplete(path, f"{group.basename} lacks {missing}")
+    chains, dim = tensors["final_state"].shape
+    for name, dims in _TENSORS.items():
+        if tuple(tensors[name].shape) != ((chains,) if dims == _CHAIN else (chains, dim)):
+            _incomplete(path, f"{name} has shape {tuple(tensors[name].shape)}")
+    if attrs["samples"] == "none":
+        return
+    if "posterior" not in root or "q" not in root["posterior"]:
+        _incomplete(path, "no draws: group posterior or its q is missing")
+    shape = root["posterior"]["q"].shape
+    if shape[0] != chains or shape[2] != dim or shape[1] < attrs["num_kept"]:
+        _incomplete(path, f"posterior/q has shape {shape}, not ({chains}, >= "
+                          f"{attrs['num_kept']}, {dim})")

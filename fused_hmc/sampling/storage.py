@@ -12,6 +12,8 @@ Importing this module does not import zarr (it is imported on first use).
 """
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import secrets
 import shutil
@@ -48,10 +50,28 @@ def zip_store(path, mode: str):
     return zarr().storage.ZipStore(str(path), mode=mode)
 
 
+@contextlib.contextmanager
+def zip_root(path: Path, what: str):
+    """The root group of the zip file at `path` (which should hold `what`), closed on leaving; a
+    file that is not a complete zip (truncated, or some other file) raises ValueError naming it."""
+    store = zip_store(path, "r")
+    try:
+        root = open_root(store, "r")
+    except zipfile.BadZipFile as exc:  # (store.close() would fail: nothing was opened)
+        raise ValueError(f"{path} is not {what}: not a complete zip file ({exc})") from None
+    try:
+        yield root
+    except zipfile.BadZipFile as exc:  # a damaged member
+        raise ValueError(f"{path} is not {what}: a damaged zip file ({exc})") from None
+    finally:
+        store.close()
+
+
 def open_root(store, mode: str, attributes: dict | None = None):
-    """The root group. Reads ignore consolidated metadata (written for xarray), which is stale
-    while draws are appended."""
-    if mode == "w":
+    """The root group ("w": a new store; "w-": a new one in an empty directory, which it does not
+    clear first). Reads ignore consolidated metadata (written for xarray), which is stale while
+    draws are appended."""
+    if mode in ("w", "w-"):
         return zarr().open_group(store, mode=mode, attributes=attributes)
     return zarr().open_group(store, mode=mode, use_consolidated=False)
 
@@ -223,17 +243,33 @@ def temporary_sibling(path: Path) -> Path:
 
 
 def publish_directory(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Moves the finished store `tmp` to `path`; an existing `path` (overwrite=True) is replaced
-    after the new one is complete, and is never left half written."""
-    if not path.exists():
-        os.rename(tmp, path)
-        return
-    if not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
-    old = temporary_sibling(path)
-    os.rename(path, old)
+    """Moves the finished store `tmp` to `path`. An existing `path` (overwrite=True) is moved
+    aside first (to displaced(path)) and removed once the new one is in place: a kill between
+    the two renames leaves the old one aside, whole, and restore_displaced puts it back."""
+    restore_displaced(path)
+    if path.exists():
+        if not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        os.rename(path, displaced(path))
     os.rename(tmp, path)
-    remove(old)
+    remove(displaced(path))
+    remove_stale_temporaries(path)
+
+
+def displaced(path: Path) -> Path:
+    """Where publish_directory keeps the store it replaces until the new one is in place."""
+    return path.with_name(f".{path.name}.displaced")
+
+
+def restore_displaced(path: Path) -> None:
+    """After a save killed between its renames (`path` missing): the old store back at `path`;
+    after one killed later (`path` there): the old store removed."""
+    old = displaced(path)
+    if old.is_dir():
+        if path.exists():
+            remove(old)
+        else:
+            os.rename(old, path)
 
 
 def replace_file(path: Path, write) -> None:
@@ -248,6 +284,26 @@ def replace_file(path: Path, write) -> None:
     except BaseException:
         remove(tmp)
         raise
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Removes the temporaries beside `path` (temporary_sibling's, and names made from them) that
+    killed writers left: those of this process and of processes that no longer run."""
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = leftover.name[len(path.name) + 6:].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _is_running(int(pid)):
+            continue
+        remove(leftover)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def remove(path: Path) -> None:

@@ -7,14 +7,22 @@ them runs on a side stream, ordered after the op by an event (no host sync), and
 on the copy's own event before writing. The chains wait only when the disk falls `slots` chunks
 behind. Only the slots stay resident, so a run may keep more draws than device or host memory
 holds; it then samples at the speed the store is written.
+
+The store is made exclusively (``os.mkdir``, before anything is written), so that of two
+processes streaming to one path one fails before either writes. Its root records the run id of
+the sampler that made it, which its checkpoint records too: a resumed run cuts back and appends
+to the store only when the ids match, never to another run's store.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
+from pathlib import Path
 
 import torch
 
+from . import storage
 from .storage import DrawStore
 
 SLOTS = 3
@@ -26,6 +34,41 @@ def slot_capacity(draw_bytes: int, kept: int, available: int | None) -> int:
     """Draws per slot: as many as fit in the slot size (at least one), no more than are kept."""
     budget = SLOT_BYTES if available is None else min(SLOT_BYTES, available // 16)
     return max(1, min(kept, budget // draw_bytes))
+
+
+RUN_ID = "fused_hmc_run_id"  # the root attribute naming the run that made the store
+_FORMAT = 1  # saving.FORMAT: a completed stream is a saved result
+
+
+def create_store(path: Path, run_id: str, chains: int, dim: int, dtype: torch.dtype,
+                 chain_offset: int, attributes: dict) -> DrawStore:
+    """The new store at `path` of the run `run_id`, with no draws yet."""
+    try:
+        os.mkdir(path)  # the one test of existence: atomic
+    except FileExistsError:
+        raise FileExistsError(f"out={path} exists; stream to a new path") from None
+    root = storage.open_root(storage.directory_store(path, "a"), "w-",
+                             {"fused_hmc_format": _FORMAT, RUN_ID: run_id})
+    store = DrawStore.create(root, chains, dim, dtype, chain_offset, attributes)
+    storage.consolidate(path)
+    return store
+
+
+def reopen_store(path: Path, run_id: str, count: int) -> DrawStore:
+    """The store of run `run_id` at `path`, cut back to its first `count` draws (those its
+    checkpoint counted); a store of any other run is refused untouched."""
+    if not path.is_dir():
+        raise FileNotFoundError(f"out={path}: the store this checkpointed run streamed its draws "
+                                "to is missing")
+    root = storage.open_root(storage.directory_store(path, "a"), "r+")
+    found = root.attrs.get(RUN_ID)
+    if found != run_id:
+        raise ValueError(f"out={path} holds the draws of another run (run id {found}, the "
+                         f"checkpoint's {run_id}): it was left untouched. A checkpoint streams "
+                         "to the store beside it (its path is kept relative to the checkpoint)")
+    store = DrawStore(root["posterior"])
+    store.truncate(count)
+    return store
 
 
 class _Slot:

@@ -76,6 +76,14 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     bad_start = q0 if rank != 1 else torch.full_like(q0, float("nan"))
     saved["nan_start"] = _outcome(lambda: fused_hmc.Sampler(bad_start, seed=SEED,
                                                             process_group=group))
+    saved["warmup_mismatch"] = _outcome(lambda: fused_hmc.Sampler(
+        q0, seed=SEED, process_group=group, num_warmup=20 if rank == 1 else 30))
+    other = fused_hmc.DiagonalGaussian(torch.zeros(DIM), torch.tensor([0.5, 1.0, 2.0]))
+    saved["target_mismatch"] = _outcome(lambda: fused_hmc.Sampler(
+        q0, seed=SEED, process_group=group, target=other if rank == 1 else pooled_target()))
+    per_chain = torch.full((len(q0),), 0.1 + 0.01 * rank, dtype=torch.float64)  # rows differ
+    saved["per_chain_step_sizes"] = _outcome(lambda: fused_hmc.Sampler(
+        q0, seed=SEED, process_group=group, step_size=per_chain))
     sampler = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False)
     saved["bad_run"] = _outcome(lambda: sampler.run(0 if rank == 1 else 5))
     pooled_sampler = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False,

@@ -115,6 +115,39 @@ for _eps in (0.0, -0.1, math.inf, -math.inf, math.nan):
         q, mu, momentum=p, uniform=u, step_size=e), ValueError, r"\bstep_size must be finite"))
 
 
+# Plain numbers of the wrong type or beyond 64 bits: a short error naming the argument (they were
+# pybind's "incompatible function arguments" listing every overload).
+CASES += [
+    ("L=2.5", lambda q, mu, p, u, dev: _step(q, mu, num_leapfrog_steps=2.5), TypeError,
+     r"^num_leapfrog_steps must be an integer, got 2.5$"),
+    ("L=True", lambda q, mu, p, u, dev: _step(q, mu, num_leapfrog_steps=True), TypeError,
+     r"^num_leapfrog_steps must be an integer, got True$"),
+    ("L=2**40", lambda q, mu, p, u, dev: _step(q, mu, num_leapfrog_steps=2**40), ValueError,
+     r"^num_leapfrog_steps must be in \[1, 2\^31 - 1\]"),
+    ("seed=2**64", lambda q, mu, p, u, dev: _step(q, mu, seed=2**64), ValueError,
+     r"^seed must be in \[0, 2\*\*64\), got 18446744073709551616$"),
+    ("seed=1.0", lambda q, mu, p, u, dev: _step(q, mu, seed=1.0), TypeError,
+     r"^seed must be an integer, got 1.0$"),
+    ("transition=1.5", lambda q, mu, p, u, dev: _step(q, mu, seed=1, transition=1.5), TypeError,
+     r"^transition must be an integer"),
+    ("transition=2**64", lambda q, mu, p, u, dev: _step(q, mu, seed=1, transition=2**64),
+     ValueError, r"^transition must be in \[0, 2\*\*63\)"),
+    ("eps='a'", lambda q, mu, p, u, dev: _step(q, mu, step_size="0.1"), TypeError,
+     r"^step_size must be a number, got '0.1'$"),
+    ("eps-noise-L=2.5", lambda q, mu, p, u, dev: _step(q, mu, momentum=p, uniform=u,
+                                                        num_leapfrog_steps=2.5), TypeError,
+     r"^num_leapfrog_steps must be an integer"),
+]
+
+
+def test_seeds_up_to_2_64_are_the_ops_int64_seeds(device):
+    """seed s >= 2**63 is the stream the op keys with s - 2**64 (the same 64 bits)."""
+    q = _inputs(device)[0]
+    for seed in (2**63, 2**64 - 1):
+        assert torch.equal(_step(q, seed=seed)[0], _step(q, seed=seed - 2**64)[0])
+    assert not torch.equal(_step(q, seed=2**64 - 1)[0], _step(q, seed=2**63)[0])
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_call_raises_naming_the_argument(device, case):
     _, call, exc, pattern = case

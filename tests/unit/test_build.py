@@ -13,12 +13,13 @@ import textwrap
 import threading
 import time
 import types
+from pathlib import Path
 
 import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import _build
+from fused_hmc import _build, build_cache
 
 _PROBE = textwrap.dedent("""
     import os, sys, time
@@ -177,40 +178,259 @@ def test_build_name_hashes_the_sources_and_flags_not_their_location(tmp_path):
     assert _build.build_name(copy, True, FLAGS).startswith("fused_hmc_cuda_")
 
 
-def test_build_is_needed_exactly_when_its_library_is_missing(tmp_path):
+def test_build_is_needed_until_its_library_is_marked_complete(tmp_path):
+    """A library without the marker (a build killed while linking) is not trusted."""
     name = "fused_hmc_cpu_0123456789abcdef"
     assert _build.build_needed(tmp_path / name, name)  # no directory yet
     (tmp_path / name).mkdir()
     (tmp_path / name / "build.ninja").write_text("")  # a build that never finished
     assert _build.build_needed(tmp_path / name, name)
     (tmp_path / name / f"{name}.so").write_bytes(b"")
+    assert _build.build_needed(tmp_path / name, name)  # linked, perhaps partly: not marked
+    (tmp_path / name / build_cache.COMPLETE_MARKER).write_text("fused_hmc_cpu_another")
+    assert _build.build_needed(tmp_path / name, name)
+    (tmp_path / name / build_cache.COMPLETE_MARKER).write_text(name)
     assert not _build.build_needed(tmp_path / name, name)
 
 
-def test_a_build_says_so_on_stderr_and_a_cached_load_is_silent(monkeypatch, fresh_state, capfd,
-                                                               tmp_path):
-    """cpp_extension.load is replaced by one that 'builds' the library into the directory it is
-    given; the first load announces the build in one line, the next (library present) says
-    nothing, and both use the hashed name inside TORCH_EXTENSIONS_DIR."""
+def _fake_build(tmp_path, monkeypatch, calls):
+    """cpp_extension.load replaced by one that 'builds' an empty library into the directory it is
+    given (asserting that no torch lock file is there), and the direct load by one that returns a
+    stand-in module."""
     from torch.utils import cpp_extension
 
-    calls = []
-
     def fake_load(*, name, build_directory, **kwargs):
-        calls.append((name, build_directory))
-        (tmp_path / "ext" / name / f"{name}.so").write_bytes(b"")
+        assert not (Path(build_directory) / build_cache.TORCH_LOCK_FILE).exists()
+        calls.append(dict(kwargs, name=name, build_directory=build_directory))
+        (Path(build_directory) / f"{name}.so").write_bytes(b"")
         return types.SimpleNamespace(__name__=name)
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     monkeypatch.setattr(cpp_extension, "load", fake_load)
+    monkeypatch.setattr(build_cache, "import_library",
+                        lambda directory, name: types.SimpleNamespace(__name__=name))
     monkeypatch.setitem(_build._state, "cuda", _build._state["cuda"])
     monkeypatch.setitem(_build._state, "cuda_missing_reason", _build._state["cuda_missing_reason"])
+    monkeypatch.setitem(_build._state, "directory", _build._state["directory"])
+
+
+def test_a_build_says_so_on_stderr_and_a_cached_load_is_silent(monkeypatch, fresh_state, capfd,
+                                                               tmp_path):
+    """The first load announces the build in one line with the measured build time, compiles
+    the copy of the sources in the build directory (so the build never depends on where they
+    lie), and marks it complete; the next load says nothing and compiles nothing."""
+    calls = []
+    _fake_build(tmp_path, monkeypatch, calls)
     _build._compile_and_load()
     first = capfd.readouterr().err.strip().splitlines()
     _build._compile_and_load()
     assert capfd.readouterr().err == ""
     assert len(first) == 1 and first[0].startswith(
-        "building the fused_hmc extension (first use of these sources, about a minute"), first
-    name, directory = calls[0]
-    assert calls[1] == calls[0] and directory == str(tmp_path / "ext" / name)
+        "building the fused_hmc extension (first use of these sources; about 2.5 minutes of CPU "
+        "time"), first
+    assert len(calls) == 1, "a complete build must load without compiling"
+    name, directory = calls[0]["name"], Path(calls[0]["build_directory"])
+    assert directory == tmp_path / "ext" / name
     assert name.startswith("fused_hmc_cpu_" if not _build._state["cuda"] else "fused_hmc_cuda_")
+    assert (directory / build_cache.COMPLETE_MARKER).read_text() == name
+    copy = directory / _build.SOURCES_SUBDIR
+    assert calls[0]["extra_include_paths"] == [str(copy)]
+    assert calls[0]["sources"] and all(Path(s).is_relative_to(copy) for s in calls[0]["sources"])
+    for source in calls[0]["sources"]:
+        original = _build.csrc_dir() / Path(source).relative_to(copy)
+        assert Path(source).read_bytes() == original.read_bytes()
+
+
+def test_a_torch_lock_left_by_a_killed_build_is_removed_before_building(monkeypatch, fresh_state,
+                                                                          tmp_path, capfd):
+    """A kill mid-build leaves torch's lock file and no marker: the next load builds (with our
+    lock held, torch's can only be stale) instead of waiting on it forever."""
+    calls = []
+    _fake_build(tmp_path, monkeypatch, calls)
+    _build._compile_and_load()
+    directory = Path(calls[0]["build_directory"])
+    (directory / build_cache.COMPLETE_MARKER).unlink()
+    (directory / build_cache.TORCH_LOCK_FILE).write_text("")
+    _build._compile_and_load()  # fake_load asserts that torch's lock is gone
+    assert len(calls) == 2 and calls[1]["build_directory"] == str(directory)
+    assert build_cache.is_complete(directory, calls[1]["name"])
+
+
+def _hold_lock(path: Path):
+    """Holds the OS lock on `path` from a child process (as another build would) until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import filelock, sys, time; l = filelock.FileLock(sys.argv[1]); "
+         "l.acquire(); print('held', flush=True); time.sleep(600)", str(path)],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_wait_on_a_held_build_lock_times_out_naming_the_lock(monkeypatch, fresh_state, tmp_path,
+                                                               capfd):
+    calls = []
+    _fake_build(tmp_path, monkeypatch, calls)
+    monkeypatch.setenv(build_cache.LOCK_TIMEOUT_ENV, "0.5")
+    missing = _build._cuda_missing_reason()
+    flags = list(_build.HOST_FLAGS) + (_build.cuda_compile_flags() if missing is None else [])
+    directory = _build.build_directory(_build.build_name(_build.csrc_dir(), missing is None,
+                                                         flags))
+    directory.mkdir(parents=True)
+    lock = directory / build_cache.LOCK_FILE
+    holder = _hold_lock(lock)
+    try:
+        start = time.perf_counter()
+        with pytest.raises(fused_hmc.ExtensionBuildError) as info:
+            fused_hmc.load_extension()
+        assert time.perf_counter() - start < 30
+    finally:
+        holder.kill()
+        holder.wait()
+    assert isinstance(info.value, _build.BuildLockTimeout)
+    message = " ".join(str(info.value).split())
+    assert f"waiting for the build lock {lock}" in message and f"delete {lock}" in message
+    assert build_cache.LOCK_TIMEOUT_ENV in message
+    assert "waiting for another process's build" in capfd.readouterr().err
+    assert not calls and fresh_state["failure"] is None, "a lock timeout is not a failed build"
+    fused_hmc.load_extension()  # the holder is gone: the lock is free again
+    assert len(calls) == 1 and fresh_state["loaded"]
+
+
+def test_a_cpp_target_build_waits_on_its_lock_with_a_timeout(monkeypatch, tmp_path):
+    from fused_hmc import cpp_build
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv(build_cache.LOCK_TIMEOUT_ENV, "0.5")
+    spec = cpp_build.BuildSpec(source="template <typename T, typename Data>\nFUSED_HMC_HD T "
+                               "log_density(const T* x, const Data&) { return -x[0] * x[0]; }\n",
+                               source_name="<source>", dim=1, scalar="double", device_kind="cpu",
+                               fields=(), user_gradient=False)
+    name = cpp_build.build_name(spec, cpp_build.generated_files(spec))
+    directory = _build.build_directory(name)
+    directory.mkdir(parents=True)
+    holder = _hold_lock(directory / build_cache.LOCK_FILE)
+    try:
+        with pytest.raises(_build.BuildLockTimeout, match=re.escape(str(directory))):
+            cpp_build.load(spec)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_cpp_target_builds_from_its_own_copy_of_the_headers_and_says_how_long(
+        monkeypatch, tmp_path, capfd):
+    """Its build depends on fused_hmc's headers' content, not on where they lie; the message
+    quotes the measured build time; then it is marked complete."""
+    from torch.utils import cpp_extension
+
+    from fused_hmc import cpp_build
+
+    calls = []
+
+    def fake_load(*, name, build_directory, **kwargs):
+        calls.append(dict(kwargs, name=name, build_directory=build_directory))
+        return types.SimpleNamespace(__name__=name)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(cpp_build, "_modules", {})
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    monkeypatch.setattr(cpp_build, "_syntax_check", lambda spec, directory, headers: None)
+    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
+                               scalar="double", device_kind="cpu", fields=(),
+                               user_gradient=False)
+    cpp_build.load(spec)
+    [line] = capfd.readouterr().err.strip().splitlines()
+    assert line.startswith("compiling the CppTarget (dim 1, double, cpu; first use of this "
+                           "source; about 45 s of CPU time) in "), line
+    directory = Path(calls[0]["build_directory"])
+    headers = directory / _build.SOURCES_SUBDIR
+    assert calls[0]["extra_include_paths"] == [str(headers)]
+    assert (headers / "user" / "user_target.h").read_bytes() == (
+        _build.csrc_dir() / "user" / "user_target.h").read_bytes()
+    assert (directory / build_cache.COMPLETE_MARKER).read_text() == calls[0]["name"]
+
+
+def test_a_complete_cpp_target_build_loads_without_touching_torchs_lock(monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from fused_hmc import cpp_build
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(cpp_build, "_modules", {})
+    monkeypatch.setattr(cpp_extension, "load", lambda **kw: pytest.fail("compiled again"))
+    loaded = types.SimpleNamespace()
+    monkeypatch.setattr(build_cache, "import_library", lambda directory, name: loaded)
+    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
+                               scalar="double", device_kind="cpu", fields=(),
+                               user_gradient=False)
+    name = cpp_build.build_name(spec, cpp_build.generated_files(spec))
+    directory = _build.build_directory(name)
+    directory.mkdir(parents=True)
+    (directory / f"{name}.so").write_bytes(b"")
+    (directory / build_cache.COMPLETE_MARKER).write_text(name)
+    (directory / build_cache.TORCH_LOCK_FILE).write_text("")  # stale: a killed process's
+    assert cpp_build.load(spec) is loaded
+
+
+# ---- real processes: the built library under a stale lock, and two copies of the sources --------
+
+_LOAD_AND_STEP = textwrap.dedent("""
+    import sys, time, torch
+    t0 = time.perf_counter()
+    import fused_hmc
+    from fused_hmc import _build
+    q, accepted = fused_hmc.hmc_step(torch.zeros(4, 3), rng="philox", seed=1)
+    assert accepted.shape == (4,)
+    print("LOADED", _build.csrc_dir(), _build._state["directory"], time.perf_counter() - t0)
+""")
+
+
+def _cached_build(tmp_path) -> Path:
+    """A copy of this process's complete build of the extension under tmp_path/ext."""
+    fused_hmc.load_extension()
+    built = _build._state["directory"]
+    copy = tmp_path / "ext" / built.name
+    shutil.copytree(built, copy, ignore=shutil.ignore_patterns(build_cache.LOCK_FILE))
+    return copy
+
+
+def _run(code: str, cwd: Path, ext: Path, timeout: float = 120) -> str:
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext))
+    env.pop(build_cache.LOCK_TIMEOUT_ENV, None)
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "building" not in done.stderr, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_a_stale_torch_lock_does_not_stop_a_built_library_from_loading(tmp_path):
+    """A kill inside cpp_extension.load leaves its lock file; loading the built library must not
+    wait on it (it used to, forever)."""
+    directory = _cached_build(tmp_path)
+    (directory / build_cache.TORCH_LOCK_FILE).write_text("")
+    library = directory / f"{directory.name}.so"
+    mtime = library.stat().st_mtime_ns
+    out = _run(_LOAD_AND_STEP, tmp_path, tmp_path / "ext", timeout=60)
+    assert f" {directory} " in out
+    assert library.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.slow
+def test_two_copies_of_the_sources_share_one_build_and_never_rebuild_it(tmp_path):
+    """An installed package and a checkout (two copies of fused_hmc and csrc at different paths)
+    load the one build their sources' content names, neither rebuilding it (they used to rebuild
+    each other's, minutes per switch)."""
+    directory = _cached_build(tmp_path)
+    library = directory / f"{directory.name}.so"
+    mtime = library.stat().st_mtime_ns
+    root = Path(fused_hmc.__file__).resolve().parent
+    for copy in ("a", "b", "a"):
+        place = tmp_path / copy
+        if not place.exists():
+            shutil.copytree(root, place / "fused_hmc", ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(_build.csrc_dir(), place / "csrc")
+        out = _run(_LOAD_AND_STEP, place, tmp_path / "ext")
+        assert f"LOADED {place / 'csrc'} {directory} " in out, out
+    assert library.stat().st_mtime_ns == mtime

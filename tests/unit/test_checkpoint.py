@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 import time
 
 import pytest
@@ -141,3 +142,50 @@ def test_checkpoint_arguments_are_checked(tmp_path):
         fused_hmc.Sampler(_q0(), checkpoint=3)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         fused_hmc.Sampler.from_checkpoint(tmp_path / "none")
+
+
+@pytest.mark.parametrize("damage", ["not a zip", "truncated"])
+def test_a_damaged_checkpoint_names_the_file(tmp_path, damage):
+    ck = tmp_path / "run.ckpt"
+    if damage == "not a zip":
+        ck.write_text('{"a": "json file"}')
+    else:
+        _run(_q0(), 6, checkpoint=ck)
+        ck.write_bytes(ck.read_bytes()[:ck.stat().st_size // 2])
+    with pytest.raises(ValueError, match=f"{ck}.*not a complete zip file"):
+        fused_hmc.Sampler.from_checkpoint(ck)
+
+
+def test_a_checkpoint_path_that_is_a_directory_is_refused_before_the_run(tmp_path):
+    with pytest.raises(ValueError, match=f"checkpoint: {tmp_path} is a directory"):
+        fused_hmc.Sampler(_q0(), checkpoint=tmp_path)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temporaries_left_by_killed_writers_are_removed(tmp_path):
+    ck, dead = tmp_path / "run.ckpt", _dead_pid()
+    (tmp_path / f".run.ckpt.tmp-{dead}-0badf00d").write_bytes(b"half a zip")
+    (tmp_path / f".run.ckpt.tmp-{dead}-0badf00d-dir").mkdir()
+    alive = tmp_path / f".run.ckpt.tmp-{os.getppid()}-12345678"  # a live writer's: kept
+    alive.write_bytes(b"")
+    (tmp_path / "other.tmp-1").write_bytes(b"")  # not the checkpoint's: kept
+    _run(_q0(), 6, checkpoint=ck)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, "other.tmp-1", "run.ckpt"])
+
+
+def test_in_memory_draws_rewritten_at_each_checkpoint_warn_with_their_size(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setattr(checkpoint, "WARN_DRAW_BYTES", 1000)  # 6 chains x 5 dims x 8 B a draw
+    # Chunks of 2 draws: the third checkpoint is the first beyond 1000 bytes (once, not twice).
+    with pytest.warns(UserWarning, match=r"rewrites the 6 draws kept in memory \(1,440 bytes\)"
+                                         r".*out="):
+        _run(_q0(), 8, checkpoint=tmp_path / "run.ckpt", checkpoint_every=0, chunk_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run(_q0(), 4, checkpoint=tmp_path / "small.ckpt", checkpoint_every=0)

@@ -1,4 +1,4 @@
-"""fused_hmc.CppTarget (../shared/spec/TARGETS.md): a user's C++ log density, compiled and checked.
+"""fused_hmc.CppTarget (docs/TARGETS.md): a user's C++ log density, compiled and checked.
 
 Reference: posteriordb's eight_schools_noncentered, written independently with torch.distributions
 (normalised densities, so it differs from the C++ by a known constant) and differentiated by torch

@@ -95,7 +95,8 @@ def test_global_summary_is_the_one_process_statistics(ranks, one_process):
                                    one_process.mean_accept_prob.mean().item(), rtol=1e-12)
         # The very chains and draws a one-process summary() diagnoses, so the same ESS / R-hat.
         mine, theirs = g.diagnose(), diagnostics.diagnose(
-            one_process.samples, max_dims=8, max_values=diagnostics.SUMMARY_VALUES)
+            one_process.samples, max_dims=diagnostics.SUMMARY_ROWS,
+            max_values=diagnostics.SUMMARY_VALUES)
         assert mine.chains == theirs.chains == worker.CHAINS
         for field in ("ess_bulk", "ess_tail", "r_hat"):
             assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
@@ -175,11 +176,20 @@ def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
         "num_leapfrog_steps"]  # adapted away from T0
 
 
-@pytest.mark.parametrize("scenario, error", [("seed_mismatch", "different seeds"),
-                                             ("wrong_dim", "differ in dim")])
+@pytest.mark.parametrize("scenario, error", [
+    ("seed_mismatch", "different seeds"), ("wrong_dim", "differ in dim"),
+    ("warmup_mismatch", "num_warmup (ranks [1] differ from rank 0"),
+    ("target_mismatch", "target (ranks [1] differ from rank 0")])
 def test_refused_on_every_rank(ranks, scenario, error):
+    """Ranks given different settings (rank 1's num_warmup or target) all raise, naming it."""
     for r in ranks:
         assert r[scenario]["error"] == "ValueError" and error in r[scenario]["message"]
+        assert r[scenario]["seconds"] < 10
+
+
+def test_per_chain_settings_are_each_ranks_own_rows(ranks):
+    """Per-chain step sizes differ between ranks by design (each holds its chains' rows)."""
+    assert all(r["per_chain_step_sizes"]["error"] is None for r in ranks)
 
 
 @pytest.mark.parametrize("scenario, own_error", [("nan_start", "non-finite"),
@@ -257,3 +267,43 @@ def test_torchrun_cli_refuses_what_ranks_cannot_do_yet(flags, named):
         timeout=120, env=dict(os.environ, WORLD_SIZE="2", RANK="0"))
     assert done.returncode != 0
     assert named in done.stderr and "torchrun" in done.stderr, done.stderr
+
+
+def _torchrun(args: list[str], timeout: int = 120) -> subprocess.CompletedProcess:
+    torchrun = Path(sys.executable).parent / "torchrun"
+    return subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+@pytest.mark.slow  # two processes start torch: about 10 s, more on a loaded machine
+def test_torchrun_cli_warns_as_a_one_process_run_does():
+    """Chains that never move (N(0, 1e-6 I) with step 0.5: every proposal rejected): rank 0
+    prints the R-hat and stuck-chain warnings a one-process run prints, once, of every rank's
+    chains."""
+    done = _torchrun(["-m", "fused_hmc", "sample", "--device", "cpu", "--chains", "4", "--dim",
+                      "2", "--samples", "30", "--no-progress", "--target", "diagonal", "--scale",
+                      "0.001", "--step-size", "0.5", "--leapfrog", "3"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("fused-hmc sample: warning: R-hat max") == 1, done.stderr
+    assert done.stderr.count("8 of 8 chains accepted none of their 30 sampling transitions "
+                             "(chains 0, 1, 2, 3, 4, ...)") == 1, done.stderr
+
+
+@pytest.mark.slow  # two processes start torch: about 10 s, more on a loaded machine
+def test_torchrun_cli_ranks_given_different_flags_all_stop_naming_it(tmp_path):
+    """One launch over two nodes runs a command on each: here rank 1's asks for another
+    --warmup. Every rank ends with the one-line error naming it (exit 2), before any chain runs."""
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import os, sys\n"
+        "from fused_hmc import cli\n"
+        "warmup = '20' if os.environ['RANK'] == '1' else '30'\n"
+        "sys.exit(cli.main(['sample', '--device', 'cpu', '--chains', '4', '--dim', '2',\n"
+        "                   '--samples', '10', '--no-progress', '--warmup', warmup]))\n")
+    done = _torchrun([str(script)])
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if "error: argument --warmup" in line]
+    assert len(errors) == 2 and all("ranks [1] differ from rank 0" in e for e in errors), (
+        done.stderr)
+    assert "fused_hmc:" not in done.stdout  # nothing ran

@@ -76,12 +76,16 @@ def test_grad_free_uses_of_a_grad_tensor_work(device):
         assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
 
 
-def test_sample_detaches_its_start(device):
-    """sample() takes q0 as a starting value (it copies it): a grad-requiring q0 runs, and the
-    result neither requires grad nor differs from the detached start's."""
+def test_sample_refuses_a_start_that_requires_grad(device):
+    """sample() refuses a grad-requiring q0 as HMC and hmc_step do (the transitions are not
+    differentiable), saying to detach it; the detached start runs, and under no_grad the same
+    tensor runs with the detached start's result."""
     q, _, _, _ = _grad_inputs(device)
-    res = fused_hmc.sample(q.clone().requires_grad_(), 3, seed=2, progress=False)
+    with pytest.raises(ValueError, match=r"q0 requires grad.*q0\.detach\(\)"):
+        fused_hmc.sample(q.clone().requires_grad_(), 3, seed=2, progress=False)
     ref = fused_hmc.sample(q, 3, seed=2, progress=False)
+    with torch.no_grad():
+        res = fused_hmc.sample(q.clone().requires_grad_(), 3, seed=2, progress=False)
     assert not res.final_state.requires_grad and not res.samples.requires_grad
     assert torch.equal(res.final_state, ref.final_state) and torch.equal(res.samples, ref.samples)
 

@@ -411,9 +411,9 @@ def test_to_arviz_and_summary(device, capsys):
     assert list(q.coords["chain"].values) == [3, 4, 5, 6]
     np.testing.assert_array_equal(q.values, res.samples.cpu().numpy())
     capsys.readouterr()
-    res.summary(max_dims=3)
+    res.summary(max_rows=3)
     out = capsys.readouterr().out
-    assert "ess_bulk" in out and "r_hat" in out and "(7 more dimensions)" in out
+    assert "ess_bulk" in out and "r_hat" in out and "(7 more dims not shown)" in out
     assert "first 3 of 10 dims (4 chains x 12 draws)" in out and "max r_hat" in out
     bare = _run(q0, 12, keep_samples=False)
     with pytest.raises(ValueError, match="keep_samples"):

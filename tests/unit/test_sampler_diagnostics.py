@@ -114,7 +114,7 @@ def test_summary_at_the_readme_size_examines_a_bounded_number_of_values(monkeypa
     monkeypatch.setattr(arviz_stats, "rhat", recorder)
     res.summary()
     assert len(examined) == 3 and max(examined) <= diagnostics.SUMMARY_VALUES, examined
-    assert "first 8 of 64 dims (125 of 2048 chains x 1000 draws)" in capsys.readouterr().out
+    assert "first 40 of 64 dims (25 of 2048 chains x 1000 draws)" in capsys.readouterr().out
 
 
 def test_pooled_moments_match_all_draws():

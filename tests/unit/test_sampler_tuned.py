@@ -52,7 +52,7 @@ def test_default_path_is_the_seed_sampler():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
-    """The tuned kernel with an identity-scale target, unit inverse mass and no jitter gives the
+    """The run op with an identity-scale target, unit inverse mass and no jitter gives the
     seed sampler's result bit for bit (draws, Welford moments, acceptance)."""
     q0 = _q0(dtype=dtype)
     mu = torch.linspace(-1, 1, 5, dtype=torch.float64)
@@ -186,7 +186,7 @@ def test_bad_input_is_named(kwargs, error, match):
                                     dict(inverse_mass=torch.linspace(0.5, 2, 3)),
                                     dict(target=DenseGaussian(torch.zeros(3), torch.eye(3) * 2))])
 def test_cuda_tuned_features_agree_with_the_cpu(kwargs):
-    """Every tuned feature runs on CUDA and agrees with the CPU build to the rounding of the
+    """Every sampler feature runs on CUDA and agrees with the CPU build to the rounding of the
     float32 normals (see test_cuda_tuned.py; step-size adaptation amplifies them, so the warm-up
     here adapts the mass only)."""
     q0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))

@@ -112,3 +112,81 @@ def test_a_cpp_target_round_trips_with_its_lanes(tmp_path):
         assert torch.equal(back.data[name], value) if isinstance(value, torch.Tensor) else (
             back.data[name] == value)
 
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL at that point (test_crash_consistency kills processes for real)."""
+
+
+def _stopped_at(monkeypatch, module, name, call):
+    """Makes the `call`-th call of module.name raise Killed (the earlier ones run)."""
+    real, calls = getattr(module, name), []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise Killed(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, stopping)
+
+
+def test_a_save_over_a_result_stopped_between_its_renames_loads_the_old(tmp_path, monkeypatch):
+    import os
+
+    old, new = _run(_q0("cpu"), 4), _run(_q0("cpu"), 6)
+    old.save(tmp_path / "run")
+    _stopped_at(monkeypatch, os, "rename", 2)  # the old one moved aside, the new one not in
+    with pytest.raises(Killed):
+        new.save(tmp_path / "run", overwrite=True)
+    monkeypatch.undo()
+    assert_results_equal(fused_hmc.load(tmp_path / "run"), old)
+    new.save(tmp_path / "run", overwrite=True)
+    assert_results_equal(fused_hmc.load(tmp_path / "run"), new)
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # nothing left beside it
+
+
+# Stopped in its first or second write of tensors (the fields, the target), or in a rename.
+@pytest.mark.parametrize("stop", [("write_tensors", 1), ("write_tensors", 2), ("rename", 1),
+                                  ("rename", 2)])
+def test_a_stream_stopped_while_completing_a_later_run_loads_the_earlier(tmp_path, monkeypatch,
+                                                                         stop):
+    import os
+
+    from fused_hmc.sampling import storage
+
+    sampler = fused_hmc.Sampler(_q0("cpu"), seed=3, progress=False, out=tmp_path / "draws")
+    first = sampler.run(4)
+    name, call = stop
+    _stopped_at(monkeypatch, storage if name == "write_tensors" else os, name, call)
+    with pytest.raises(Killed):
+        sampler.run(6)
+    monkeypatch.undo()
+    # Stopped before the new group took the old one's place: the old; after: the new, complete.
+    second = _run(_q0("cpu"), 10, seed=3)._replace(samples=None, samples_path=first.samples_path)
+    expected = second if stop == ("rename", 2) else first
+    assert_results_equal(fused_hmc.load(tmp_path / "draws"), expected)
+    first.save(first.samples_path)  # completes that store again, in place
+    assert_results_equal(fused_hmc.load(tmp_path / "draws"), first)
+
+
+def test_load_names_an_incomplete_store(tmp_path):
+    import json
+    import shutil
+
+    res = _run(_q0("cpu"), 6)
+    res.save(tmp_path / "run")
+    shutil.rmtree(tmp_path / "run" / "fused_hmc" / "var")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'run'} is incomplete.*var"):
+        fused_hmc.load(tmp_path / "run")
+    res.save(tmp_path / "run2")
+    meta = tmp_path / "run2" / "fused_hmc" / "zarr.json"
+    document = json.loads(meta.read_text())
+    del document["attributes"]["num_kept"]
+    meta.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="is incomplete.*num_kept"):
+        fused_hmc.load(tmp_path / "run2")
+    res.save(tmp_path / "run3")
+    shutil.rmtree(tmp_path / "run3" / "posterior")
+    with pytest.raises(ValueError, match="is incomplete.*posterior"):
+        fused_hmc.load(tmp_path / "run3")

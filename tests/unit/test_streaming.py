@@ -122,3 +122,75 @@ def test_a_failed_write_stops_the_run_with_its_error(tmp_path, monkeypatch):
         _run(_q0("cpu"), 20, out=tmp_path / "draws")
     assert 2 <= len(calls) < 20  # it stopped soon after, not at the end
     assert not any(t.name == "fused_hmc draw writer" for t in threading.enumerate())
+
+
+def _files(directory) -> dict:
+    """Every file under `directory` and its bytes (to show that a store was not touched)."""
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_copied_experiment_resumes_into_its_own_store(tmp_path):
+    """cp -r exp1 exp2, then resume exp2: exp2's store gets the draws, exp1 is untouched."""
+    import shutil
+
+    q0, exp1, exp2 = _q0("cpu"), tmp_path / "exp1", tmp_path / "exp2"
+    exp1.mkdir()
+    sampler = fused_hmc.Sampler(q0, seed=1234, progress=False, out=exp1 / "draws",
+                                checkpoint=exp1 / "run.ckpt")
+    sampler.run(10)
+    shutil.copytree(exp1, exp2)
+    before = _files(exp1)
+    resumed = fused_hmc.Sampler.from_checkpoint(exp2 / "run.ckpt").run(6)
+    assert _files(exp1) == before
+    assert resumed.samples_path == str(exp2 / "draws")
+    whole = _run(q0, 16)
+    _streamed_equals_in_memory(whole, resumed)
+
+
+def test_a_checkpoint_never_touches_another_runs_store(tmp_path):
+    """A checkpoint made to point at another run's store is refused before it cuts that store."""
+    other = tmp_path / "other"
+    _run(_q0("cpu"), 12, out=other)
+    before = _files(other)
+    ck = tmp_path / "run.ckpt"
+    sampler = fused_hmc.Sampler(_q0("cpu"), seed=7, progress=False, out=tmp_path / "mine",
+                                checkpoint=ck)
+    sampler.run(2)
+    state = sampler._checkpoint_state()
+    state["arguments"] = dict(state["arguments"], out=str(other))
+    Checkpointer(ck, 0.0).write(state)
+    with pytest.raises(ValueError, match=f"out={other} holds the draws of another run"):
+        fused_hmc.Sampler.from_checkpoint(ck).run(3)
+    assert _files(other) == before
+    assert fused_hmc.load(other).num_kept == 12
+
+
+def test_of_two_samplers_streaming_to_one_path_one_fails_before_writing(tmp_path, monkeypatch):
+    """The race of issue 30: the other process gets its store made between this one's check and
+    its creation (here: when this one first reaches zarr). Exactly one of the two may succeed,
+    and the store then holds that one's draws."""
+    from fused_hmc.sampling import storage
+
+    out, real_zarr, outcomes = tmp_path / "draws", storage.zarr, {}
+    ours = fused_hmc.Sampler(_q0("cpu"), seed=1, progress=False, out=out)
+    theirs = fused_hmc.Sampler(_q0("cpu", key="other"), seed=2, progress=False, out=out)
+
+    def other_process_first():
+        monkeypatch.setattr(storage, "zarr", real_zarr)
+        try:
+            outcomes["theirs"] = theirs.run(5)
+        except FileExistsError as exc:
+            outcomes["theirs"] = exc
+        return real_zarr()
+
+    monkeypatch.setattr(storage, "zarr", other_process_first)
+    try:
+        outcomes["ours"] = ours.run(5)
+    except FileExistsError as exc:
+        outcomes["ours"] = exc
+    won = [who for who, outcome in outcomes.items() if not isinstance(outcome, Exception)]
+    assert len(won) == 1, outcomes
+    assert all("exists; stream to a new path" in str(outcomes[who])
+               for who in outcomes if who not in won)
+    assert_results_equal(fused_hmc.load(out), outcomes[won[0]])

@@ -1,4 +1,5 @@
-"""The Gaussian target family: pure-torch targets, and the tuned transition against its reference.
+"""The Gaussian target family: pure-torch targets, and the run op's transition against its
+reference.
 
 The run op (fused_hmc::run) draws its noise from the philox stream; the tests recover that very
 noise (momentum and uniform through the transition op's trace, the jitter word through the

@@ -1,0 +1,123 @@
+"""C++ expressions as the generator builds them: typed strings, literals folded in Python.
+
+An :class:`Expr` is C++ text with its kind: ``T`` (depends on the chain's position: the template
+scalar, a float or double or a dual number), ``S`` (a float constant, ``Scalar``: the chains'
+dtype), ``i`` (``int64_t``) or ``b`` (``bool``); ``lit`` holds the Python value of a literal so
+arithmetic on literals happens here, not in the generated code. Index expressions are ints or C++
+strings (:func:`iadd`, :func:`imul`, ...), folded when both sides are ints.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import NamedTuple
+
+CTYPE = {"T": "T", "S": "Scalar", "i": "int64_t", "b": "bool"}
+_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(\[[^\[\]]*\])?\Z|-?[0-9.]+\Z|Scalar\([^()]*\)\Z")
+
+
+class Expr(NamedTuple):
+    code: str
+    kind: str
+    lit: object = None  # the Python value of a literal, else None
+
+    @property
+    def atomic(self) -> bool:
+        return _ATOM.match(self.code) is not None or self.lit is not None
+
+
+def literal(value, kind: str) -> Expr:
+    if kind == "b":
+        return Expr("true" if value else "false", "b", bool(value))
+    if kind == "i":
+        v = int(value)
+        return Expr(str(v) if v >= 0 else f"({v})", "i", v)
+    v = float(value)
+    if math.isnan(v):
+        code = "Scalar(NAN)"
+    elif math.isinf(v):
+        code = "Scalar(INFINITY)" if v > 0 else "(-Scalar(INFINITY))"
+    else:
+        code = f"Scalar({v!r})"
+    return Expr(code, "S", v)
+
+
+def paren(e: Expr) -> str:
+    return e.code if e.atomic else f"({e.code})"
+
+
+def as_kind(e: Expr, kind: str) -> Expr:
+    """e converted to kind (T, S, i or b)."""
+    if e.kind == kind:
+        return e
+    if e.lit is not None:
+        return literal(e.lit, "S" if kind == "T" else kind)
+    if kind == "b":
+        return Expr(f"({paren(e)} != 0)", "b")
+    if kind == "i":
+        return Expr(f"static_cast<int64_t>({e.code})", "i")
+    if e.kind == "b":
+        return Expr(f"({paren(e)} ? T(1) : T(0))" if kind == "T" else f"Scalar({e.code})", kind)
+    if kind == "T" and e.kind == "S":
+        return e  # Scalar mixes with T in every operator and function
+    return Expr(f"{CTYPE[kind]}({e.code})", kind)
+
+
+# -- index arithmetic (int or C++ string) -------------------------------------------------------
+
+def iadd(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if b == 0:
+        return a
+    if a == 0:
+        return b
+    return f"({a} + {b})"
+
+
+def imul(a, c: int):
+    if isinstance(a, int):
+        return a * c
+    if c == 1:
+        return a
+    if c == 0:
+        return 0
+    return f"{a} * {c}"
+
+
+def ifloordiv(a, c: int):
+    if isinstance(a, int):
+        return a // c
+    return a if c == 1 else f"(({a}) / {c})"
+
+
+def imod(a, c: int):
+    if isinstance(a, int):
+        return a % c
+    return 0 if c == 1 else f"(({a}) % {c})"
+
+
+def flat(idx, shape) -> object:
+    """Row-major offset of idx in shape."""
+    total, stride = 0, 1
+    for i, n in zip(reversed(idx), reversed(shape)):
+        total = iadd(imul(i, stride), total) if n > 1 else total
+        stride *= n
+    return total
+
+
+def unflat(offset, shape) -> tuple:
+    out, stride = [], 1
+    strides = []
+    for n in reversed(shape):
+        strides.append(stride)
+        stride *= n
+    strides.reverse()
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        q = ifloordiv(offset, s)
+        out.append(0 if n == 1 else (q if d == 0 else imod(q, n)))  # offset < numel
+    return tuple(out)
+
+
+def loop_vars(idx) -> set[str]:
+    return {v for i in idx if isinstance(i, str) for v in re.findall(r"\bk\d+\b", i)}
