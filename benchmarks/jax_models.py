@@ -50,3 +50,19 @@ def diamonds(data: dict):
                 - 0.5 * jnp.sum(r * r) / (sigma * sigma))
 
     return logdensity
+
+
+def logistic_regression(data: dict):
+    """fused_hmc.models.logistic_regression: x = beta [k], data X [n, k], y [n], prior_scale."""
+    import jax
+    import jax.numpy as jnp
+
+    X = jnp.asarray(np.asarray(data["X"], dtype=np.float32))
+    y = jnp.asarray(np.asarray(data["y"], dtype=np.float32))
+    inv_var = 1.0 / float(data["prior_scale"]) ** 2
+
+    def logdensity(x):
+        eta = X @ x
+        return jnp.sum(y * eta - jax.nn.softplus(eta)) - 0.5 * inv_var * jnp.sum(x * x)
+
+    return logdensity

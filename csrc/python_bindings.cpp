@@ -7,15 +7,19 @@
 // math/stream_key.h's philox_key_from_seed.
 // Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
 // (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout); the
-// CUDA chain kernels' block choice (cuda/group_shape.h, host logic).
+// CUDA chain kernels' block choice (cuda/group_shape.h, host logic); the CPU chains' threads
+// (at::parallel_for as compiled here, cpu/chain_blocks.h's scheduler).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "cpu/chain_blocks.h"
 #include "cuda/group_shape.h"
 #include "math/chain_params.h"
 #include "math/limits.h"
@@ -148,6 +152,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::make_tuple(b.x, b.y, b.z, b.w, lane);
   });
   m.def("torch_draw_is_split", &fused_hmc::torch_draw_is_split);
+  // The intra-op thread that ran each index of at::parallel_for(0, n, grain 1): all 0 when the
+  // extension was compiled without OpenMP (fused_hmc/_cpu_flags.py), as it once was.
+  m.def("parallel_thread_ids", [](int64_t n) {
+    std::vector<int64_t> ids(static_cast<size_t>(std::max<int64_t>(n, 0)), -1);
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ids[i] = at::get_thread_num();
+    });
+    return ids;
+  });
+  // How many times cpu/chain_blocks.h's scheduler ran each of `batch` chains in blocks of `block`.
+  m.def("chain_block_visits", [](int64_t batch, int64_t block) {
+    std::vector<std::atomic<int64_t>> visits(static_cast<size_t>(std::max<int64_t>(batch, 0)));
+    fused_hmc::chains_cpu::for_chain_blocks(batch, block, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) visits[b].fetch_add(1);
+    });
+    std::vector<int64_t> out;
+    for (const auto& v : visits) out.push_back(v.load());
+    return out;
+  });
   m.def("randn_like_strides", [](const Tensor& q) {
     const auto l = fused_hmc::randn_like_layout(q);
     return std::make_tuple(l.chain_stride, l.dim_stride);

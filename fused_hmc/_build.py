@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from . import _cpu_flags
+
 
 class ExtensionBuildError(RuntimeError):
     """The fused_hmc extension could not be built or loaded; the message says what to install."""
@@ -70,8 +72,10 @@ def cuda_missing_reason() -> str | None:
 
 # The build's flags and sources, in one place: .ci/compile_cuda.py compiles the CUDA sources with
 # them too.
-# -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does.
-HOST_FLAGS = ("-O3", "-ffp-contract=off")
+# -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does. The CPU
+# chains' threads and vector ISA: _cpu_flags.py (they change no result).
+HOST_FLAGS = ("-O3", "-ffp-contract=off", *_cpu_flags.openmp_flags(), *_cpu_flags.isa_flags())
+HOST_LDFLAGS = _cpu_flags.openmp_flags()
 PTXAS_VERBOSE_FLAG = "-Xptxas=-v"  # registers, stack frame and spills per kernel
 
 
@@ -175,6 +179,7 @@ def _compile_and_load() -> None:
             sources=sources,
             extra_cflags=host_flags,
             extra_cuda_cflags=cuda_flags,
+            extra_ldflags=list(HOST_LDFLAGS),
             extra_include_paths=[str(copy)],
             build_directory=str(directory),
             with_cuda=missing is None,

@@ -393,6 +393,7 @@ def _build_module(spec: BuildSpec, files: dict[str, str], name: str, directory: 
             # to the first module loaded.
             extra_cflags=[*_build.HOST_FLAGS, *_HIDDEN],
             extra_cuda_cflags=[*_build.cuda_compile_flags(), "-Xcompiler=" + ",".join(_HIDDEN)],
+            extra_ldflags=list(_build.HOST_LDFLAGS),
             extra_include_paths=[str(headers)],
             build_directory=str(directory),
             with_cuda=with_cuda,

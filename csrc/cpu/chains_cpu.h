@@ -10,8 +10,6 @@
 // pairwise order, so the result depends on neither the thread count nor the backend.
 #pragma once
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -28,6 +26,7 @@
 #include "../math/transition.h"
 #include "../math/warmup_update.h"
 #include "../math/welford.h"
+#include "chain_blocks.h"
 
 namespace fused_hmc {
 namespace chains_cpu {
@@ -72,9 +71,9 @@ class CarriedForces {
   int64_t dim_;
 };
 
-// Chains per parallel task: a few chains when a call runs few transitions.
-inline int64_t grain(int64_t num_transitions) {
-  return std::max<int64_t>(1, 16 / std::max<int64_t>(1, num_transitions));
+// Chains per block (chain_blocks.h): at least a few chains when a call runs few transitions.
+inline int64_t block_size(int64_t batch, int64_t num_transitions) {
+  return chain_block_size(batch, 16 / std::max<int64_t>(1, num_transitions));
 }
 
 // Stores chain b's state q [dim] as this call's kept draw k (KeepClock::kept_index) and folds it
@@ -115,8 +114,10 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
   const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
                                                     : c.trajectory_length;
-  at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
-    TrajectoryArrays<scalar_t> arrays(c.dim);
+  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim); };
+  const int64_t block = block_size(c.batch, c.num_transitions);
+  for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& arrays,
+                                                   int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t g = c.groups == 1 ? 0 : b;
       const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * c.dim;
@@ -314,8 +315,10 @@ class Warmup {
 template <class Target>
 void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
   const int64_t end_transition = c.first_transition + c.num_transitions;
-  at::parallel_for(0, c.batch, grain(c.num_transitions), [&](int64_t begin, int64_t end) {
-    TrajectoryArrays<typename Target::Scalar> arrays(c.dim);
+  using Arrays = TrajectoryArrays<typename Target::Scalar>;
+  const auto make_arrays = [&] { return Arrays(c.dim); };
+  const int64_t block = block_size(c.batch, c.num_transitions);
+  for_chain_blocks(c.batch, block, make_arrays, [&](Arrays& arrays, int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       ForceCarry<typename Target::Scalar>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
@@ -333,13 +336,13 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   std::vector<double> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
-  std::vector<TrajectoryArrays<scalar_t>> arrays(at::get_num_threads(),
-                                                 TrajectoryArrays<scalar_t>(c.dim));
   CarriedForces<Target> forces(c.batch, c.dim);
-  const int64_t grain = std::max<int64_t>(1, c.batch / (4 * at::get_num_threads()));
+  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim); };
+  const int64_t block = block_size(c.batch, 1);
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
-    at::parallel_for(0, c.batch, grain, [&](int64_t begin, int64_t end) {
-      auto& mine = arrays[at::get_thread_num()];
+    // every chain's part in parallel; the reductions below in the chain index's fixed order
+    for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& mine,
+                                                      int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         ForceCarry<scalar_t> carry = forces.of(b, t > c.first_transition);
         accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());

@@ -2,7 +2,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -15,13 +14,15 @@
 #include "../math/stream_key.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
+#include "chain_blocks.h"
 
 namespace fused_hmc {
 namespace {
 
 using at::Tensor;
 
-constexpr int64_t kChainsPerTask = 16;
+// Chains per block at least (chain_blocks.h): a transition of one chain is a few microseconds.
+constexpr int64_t kChainsPerBlock = 16;
 
 // q_new's row holds the proposal; a rejected chain gets q's row back.
 template <typename scalar_t, typename uniform_t>
@@ -45,7 +46,9 @@ void transition_with_noise(const Tensor& q, const Tensor& mu, const Tensor& mome
   const uniform_t* u_ptr = uniform.data_ptr<uniform_t>();
   scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
   bool* acc_ptr = accepted.data_ptr<bool>();
-  at::parallel_for(0, q.size(0), kChainsPerTask, [&](int64_t begin, int64_t end) {
+  const int64_t batch = q.size(0);
+  chains_cpu::for_chain_blocks(batch, chains_cpu::chain_block_size(batch, kChainsPerBlock),
+                               [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const scalar_t* q_row = q_ptr + b * dim;
       const scalar_t* p_row = p_ptr + b * dim;
@@ -73,7 +76,9 @@ void transition_philox(const Tensor& q, const Tensor& mu, const PhiloxStream& st
   const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
   scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
   bool* acc_ptr = accepted.data_ptr<bool>();
-  at::parallel_for(0, q.size(0), kChainsPerTask, [&](int64_t begin, int64_t end) {
+  const int64_t batch = q.size(0);
+  chains_cpu::for_chain_blocks(batch, chains_cpu::chain_block_size(batch, kChainsPerBlock),
+                               [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const scalar_t* q_row = q_ptr + b * dim;
       scalar_t* out_row = out_ptr + b * dim;

@@ -7,7 +7,7 @@
 //   u     = torch_uniform_from_word(B.x)          the Metropolis uniform (= stream_uniform)
 //   eps_t = jittered_step_size(eps, jitter, torch_uniform_from_word(B.y))        in float64
 //   eps   = S(eps_t),  h = S(0.5 eps_t)
-//   z     = stream_chunk_momentum;  p0_j = z_j * momentum_scale(m_inv_j)
+//   z     = stream_chunk_momentum (stream_momentum.h);  p0_j = z_j * momentum_scale(m_inv_j)
 //   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0), or the
 //           force carried from the chain's previous transition (ForceCarry)
 //   p = kick(p0, f0, h)
@@ -32,6 +32,7 @@
 #include "mass_matrix.h"
 #include "noise_streams.h"
 #include "philox_transition.h"
+#include "stream_momentum.h"
 #include "target.h"
 #include "trajectory_adaptation.h"
 #include "transforms.h"
@@ -158,19 +159,17 @@ FHMC_HD TransitionOutcome<scalar_t> chain_transition(
   const int leapfrog_steps =
       trajectory_steps(trajectory_length, num_steps, eps_t, uniforms.trajectory_uniform);
 
-  for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
-    scalar_t z[kChunkSize];
-    stream_chunk_momentum(stream, chain, transition, j0, dim, z);
-    for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
-      const int64_t j = j0 + e;
-      if constexpr (Target::kShifted) {
-        s.x0[j] = q[j] - target.shift()[j];
-      } else {
-        s.x0[j] = q[j];
-      }
-      s.p0[j] = mul_rn(z[e], momentum_scale(inv_mass[j]));
-      s.x[j] = s.x0[j];
+  // z into p0 first (stream_momentum.h), then one loop over the coordinates that the compiler
+  // runs in vector lanes (momentum_scale's square root and division among them).
+  stream_momentum(stream, chain, transition, dim, s.p0);
+  for (int64_t j = 0; j < dim; ++j) {
+    if constexpr (Target::kShifted) {
+      s.x0[j] = q[j] - target.shift()[j];
+    } else {
+      s.x0[j] = q[j];
     }
+    s.p0[j] = mul_rn(s.p0[j], momentum_scale(inv_mass[j]));
+    s.x[j] = s.x0[j];
   }
   constexpr bool kCarries = carries_force<Target>();
   const bool carried = kCarries && carry.f != nullptr && carry.valid;

@@ -1,0 +1,199 @@
+"""The CPU build side by side (issue 33), in one run on the machine at hand.
+
+1. N(0, I), 2048 chains x 64, L = 10, step 0.1, 1000 chained transitions (philox noise, no draws
+   kept): fused_hmc.sample on 1 and on 2 threads (torch.set_num_threads) against the pure-torch
+   reference transition (fused_hmc.reference) called in a Python loop at torch's default threads.
+   Each figure is the median wall time over --repeats runs, the runs of the three interleaved so
+   that a busy spell of a shared machine falls on all of them alike; the process's CPU time (all
+   its threads) beside it, which a shared machine's load does not inflate.
+2. Eight schools (posteriordb's non-centred form) and logistic regression (German-credit shape)
+   from fused_hmc.models, --chains chains, 1000 warm-up + 1000 draws: fused_hmc (the model's
+   CppTarget, hand-written gradient, per-chain warm-up, L = 8, jitter 0.2, float32, torch's
+   default threads) against NumPyro's vectorized NUTS on the CPU (bench_cpu_numpyro.py, in the
+   interpreter --numpyro-python names: jax and numpyro are not this project's dependencies), from
+   the same starts. Both ESS figures are arviz-stats' bulk ESS (the smallest over the reported
+   parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
+   together, after an untimed run that compiles everything (fused_hmc: 2 + 2 transitions, which
+   compile and load the model; NumPyro: the whole run, whose compiled sampler the timed run
+   reuses).
+
+OMP_WAIT_POLICY defaults to PASSIVE here (both fused_hmc and the reference run OpenMP regions).
+
+Usage: python benchmarks/bench_cpu.py [--numpyro-python /tmp/jaxenv/bin/python] [--out f.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Threads that finish a parallel region wait for the next one asleep, not spinning: on a machine
+# shared with other work a spinning thread burns the core another thread of the run needs (on this
+# 2-core machine, 3x the CPU time at 2 threads). Read once, when torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def chained_transitions(chains: int, dim: int, steps: int, transitions: int, repeats: int) -> dict:
+    import fused_hmc
+    from fused_hmc.reference import reference_hmc_step
+
+    step = 0.1
+    q = torch.randn(chains, dim, generator=torch.Generator().manual_seed(0))
+    mu = torch.zeros(dim)
+    default_threads = torch.get_num_threads()
+
+    def fused(threads: int):
+        def go():
+            torch.set_num_threads(threads)
+            try:
+                fused_hmc.sample(q, transitions, seed=0, progress=False, keep_samples=False,
+                                 num_leapfrog_steps=steps, step_size=step)
+            finally:
+                torch.set_num_threads(default_threads)
+        return go
+
+    def reference():
+        x = q
+        for _ in range(transitions):
+            x, _ = reference_hmc_step(x, mu, step, steps)
+
+    runs = {"fused_hmc 1 thread": fused(1), "fused_hmc 2 threads": fused(2),
+            f"reference ({default_threads} threads)": reference}
+    fused(1)()  # builds/loads the extension
+    times = {name: [] for name in runs}
+    cpu_times = {name: [] for name in runs}  # the process's CPU time, every thread's
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            began, began_cpu = time.perf_counter(), time.process_time()
+            fn()
+            times[name].append(time.perf_counter() - began)
+            cpu_times[name].append(time.process_time() - began_cpu)
+            print(f"  {name}: {times[name][-1]:.3f} s wall, {cpu_times[name][-1]:.3f} s CPU",
+                  flush=True)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    ref = medians[f"reference ({default_threads} threads)"]
+    return {"chains": chains, "dim": dim, "num_leapfrog_steps": steps,
+            "transitions": transitions, "repeats": repeats, "seconds": times,
+            "cpu_seconds": cpu_times, "median_s": medians,
+            "median_cpu_s": {name: statistics.median(t) for name, t in cpu_times.items()},
+            "speedup_vs_reference_1_thread": ref / medians["fused_hmc 1 thread"],
+            "speedup_vs_reference_2_threads": ref / medians["fused_hmc 2 threads"],
+            "scaling_1_to_2_threads": medians["fused_hmc 1 thread"] / medians["fused_hmc 2 threads"]}
+
+
+def _min_bulk_ess(draws: np.ndarray) -> float:
+    """draws [chain, draw, P]."""
+    from arviz_stats.base import array_stats
+
+    return float(np.min(array_stats.ess(draws, chain_axis=0, draw_axis=1, method="bulk")))
+
+
+def _row(model, positions: np.ndarray, wall: float) -> dict:
+    x = model.constrained_values(torch.from_numpy(positions)).numpy()
+    ess = _min_bulk_ess(x)
+    return {"wall_s": wall, "min_bulk_ess": ess, "ess_per_s": ess / wall,
+            "means": x.reshape(-1, x.shape[-1]).mean(0).tolist()}
+
+
+def fused_model(model, start: torch.Tensor, warmup: int, draws: int) -> dict:
+    import fused_hmc
+
+    target = model.target(gradient=True)
+
+    def run(seed: int, warmup: int, draws: int):
+        began = time.perf_counter()
+        res = fused_hmc.sample(start, draws, target=target, num_warmup=warmup, pooled=False,
+                               seed=seed, num_leapfrog_steps=8, jitter=0.2, progress=False)
+        return res, time.perf_counter() - began
+
+    run(1, 2, 2)  # compiles and loads the model (nothing else to warm up)
+    res, wall = run(2, warmup, draws)
+    return _row(model, res.samples.double().numpy(), wall) | {
+        "accept": float(res.mean_accept_prob.mean()), "threads": torch.get_num_threads(),
+        "gradient_evaluations": res.warmup_gradient_evaluations
+        + res.sampling_gradient_evaluations}
+
+
+def numpyro_model(model, start: torch.Tensor, warmup: int, draws: int, python: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        path_in, path_out = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        data = {k: (v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v))
+                for k, v in model.data.items()}
+        np.savez(path_in, model=model.name, warmup=warmup, draws=draws,
+                 initial_point=start.numpy(), **data)
+        subprocess.run([python, str(HERE / "bench_cpu_numpyro.py"), str(path_in), str(path_out)],
+                       check=True)
+        out = np.load(path_out)
+        return _row(model, out["draws"], float(out["wall_s"])) | {
+            "jax": str(out["jax_version"]), "numpyro": str(out["numpyro_version"])}
+
+
+def models_side_by_side(chains: int, warmup: int, draws: int, python: str | None) -> dict:
+    from fused_hmc import models
+
+    rows = {}
+    for model in (models.eight_schools(), models.logistic_regression()):
+        start = model.initial_point(chains, dtype=torch.float32,
+                                    generator=torch.Generator().manual_seed(0))
+        rows[model.name] = {"fused_hmc": fused_model(model, start, warmup, draws)}
+        print(f"  {model.name} fused_hmc: {rows[model.name]['fused_hmc']}", flush=True)
+        if python is not None:
+            rows[model.name]["numpyro"] = numpyro_model(model, start, warmup, draws, python)
+            print(f"  {model.name} numpyro: {rows[model.name]['numpyro']}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--transitions", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chains", type=int, default=32, help="chains of the model runs")
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--numpyro-python", default=None,
+                        help="an interpreter with jax and numpyro (omit: no NumPyro rows)")
+    parser.add_argument("--skip-gaussian", action="store_true")
+    parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
+              "machine": {"cpu": platform.processor() or platform.machine(),
+                          "cores": os.cpu_count(), "torch": torch.__version__,
+                          "torch_threads": torch.get_num_threads(),
+                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                          "OMP_WAIT_POLICY": os.environ["OMP_WAIT_POLICY"],
+                          "load_average_at_start": os.getloadavg()}}
+    if not args.skip_gaussian:
+        print("N(0, I) 2048 x 64, L = 10, chained transitions:", flush=True)
+        result["gaussian"] = chained_transitions(2048, 64, 10, args.transitions, args.repeats)
+        g = result["gaussian"]
+        print(f"  medians {g['median_s']}\n  speed-up vs reference: "
+              f"{g['speedup_vs_reference_1_thread']:.2f}x (1 thread), "
+              f"{g['speedup_vs_reference_2_threads']:.2f}x (2 threads); "
+              f"scaling 1 -> 2 threads {g['scaling_1_to_2_threads']:.2f}x", flush=True)
+    if not args.skip_models:
+        print(f"models, {args.chains} chains, {args.warmup} + {args.draws}:", flush=True)
+        result["models"] = models_side_by_side(args.chains, args.warmup, args.draws,
+                                               args.numpyro_python)
+        result["models_settings"] = {"chains": args.chains, "warmup": args.warmup,
+                                     "draws": args.draws}
+    result["machine"]["load_average_at_end"] = os.getloadavg()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
