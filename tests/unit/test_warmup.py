@@ -2,7 +2,9 @@
 
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
-one pass by torch), shares no code with the op, and is run in lock step with it: before every op
+one pass by torch), with one departure from Stan: a per-chain step size's dual averaging over the
+terminal fast interval uses gamma = 0.25 (csrc/math/warmup_update.h says why; issue 32). It shares
+no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
 the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
@@ -60,11 +62,15 @@ def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows,
             adapt_mass_matrix=settings.adapt_mass_matrix)
 
 
+STAN_GAMMA = 0.05
+TERMINAL_GAMMA = 0.25  # a per-chain step size's run over the terminal fast interval
+
+
 class StanStepSize:
-    """stan::mcmc::stepsize_adaptation, verbatim in float64."""
+    """stan::mcmc::stepsize_adaptation, verbatim in float64 (gamma may be set per run)."""
 
     def __init__(self, delta, eps):
-        self.delta, self.gamma, self.t0, self.kappa = delta, 0.05, 10.0, 0.75
+        self.delta, self.gamma, self.t0, self.kappa = delta, STAN_GAMMA, 10.0, 0.75
         self.set_mu(eps)
 
     def set_mu(self, eps):
@@ -128,6 +134,8 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             updates.append(i)
             for st, eps in zip(stan, s["step"].tolist()):  # Stan: set_mu(log(10 eps)), restart()
                 st.set_mu(eps)
+                if window == slow[-1] and groups > 1:  # the terminal run of a per-chain step size
+                    st.gamma = TERMINAL_GAMMA
         else:
             assert torch.equal(s["inv"], before["inv"]), i
     expected_updates = [w[1] - 1 for w in slow] if settings.adapt_mass_matrix else []
