@@ -390,8 +390,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
     const int64_t i = t - p.warmup_start;
     if (p.adapt_step_size) {
       const double accept_stat = warmup.mean_accept(tile_accept);
-      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix, false,
-                                          accept_stat, p.target_accept, step_size);
+      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
+                                          p.chains.batch == 1, accept_stat, p.target_accept,
+                                          step_size);
     }
     if (p.chees != nullptr) warmup.adapt_trajectory_length(grid, chees, step_size);
     if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {

@@ -93,6 +93,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
     """Runs the op one transition at a time beside the oracle; returns the op's final state."""
     chains, dim = q0.shape
     groups = 1 if settings.pooled else chains
+    chains_in_statistic = chains if groups == 1 else 1
     inv_mass0 = torch.ones(dim) if inv_mass0 is None else inv_mass0
     s = _ops_state(q0, groups, eps0, inv_mass0)
     q = q0.clone()
@@ -134,7 +135,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             updates.append(i)
             for st, eps in zip(stan, s["step"].tolist()):  # Stan: set_mu(log(10 eps)), restart()
                 st.set_mu(eps)
-                if window == slow[-1] and groups > 1:  # the terminal run of a per-chain step size
+                if window == slow[-1] and chains_in_statistic == 1:  # the terminal run's gamma
                     st.gamma = TERMINAL_GAMMA
         else:
             assert torch.equal(s["inv"], before["inv"]), i
@@ -155,6 +156,12 @@ def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
 def test_warmup_follows_stan(pooled, device):
     """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
     replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
+
+
+def test_warmup_of_one_chain_follows_stan_with_the_per_chain_terminal_gamma(device):
+    """A batch of one chain (one shared state) adapts its step size from one chain's statistic, as
+    a per-chain warm-up does: its terminal run takes the per-chain gamma too."""
+    replay(_diagonal(), _q0(chains=1).to(device), settings=WarmupSettings(200, pooled=True))
 
 
 @pytest.mark.parametrize("adapt_step_size, adapt_mass_matrix", [(True, False), (False, True),
