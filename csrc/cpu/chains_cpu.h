@@ -255,7 +255,8 @@ class Warmup {
     const int64_t i = t - p_.warmup_start;
     c_.step_size[g] =
         warmup_step_size_update(p_.dual_averaging[g], p_.windows, i, p_.adapt_mass_matrix,
-                                accept_stat, p_.target_accept, c_.step_size[g]);
+                                c_.groups != 1 || c_.batch == 1, accept_stat, p_.target_accept,
+                                c_.step_size[g]);
   }
 
   // ChEES's update after transition t of every chain (after the step size's).

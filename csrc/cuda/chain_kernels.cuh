@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       }
     }
     if (p.adapt_step_size && owner) {
-      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
+      step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix, true,
                                           static_cast<double>(decision.accept_prob()),
                                           p.target_accept, step_size);
     }

@@ -391,7 +391,8 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
     if (p.adapt_step_size) {
       const double accept_stat = warmup.mean_accept(tile_accept);
       step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
-                                          accept_stat, p.target_accept, step_size);
+                                          p.chains.batch == 1, accept_stat, p.target_accept,
+                                          step_size);
     }
     if (p.chees != nullptr) warmup.adapt_trajectory_length(grid, chees, step_size);
     if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {

@@ -26,6 +26,8 @@
 namespace fused_hmc {
 
 constexpr double kDualAveragingGamma = 0.05;
+// gamma for one chain's own run over the terminal fast interval (warmup_update.h says why).
+constexpr double kTerminalDualAveragingGamma = 0.25;
 constexpr double kDualAveragingT0 = 10.0;
 // kappa = 0.75 is built into dual_averaging_weight.
 
@@ -43,7 +45,8 @@ FHMC_HD double dual_averaging_weight(double n) {
 // One update after the transition with counter `n` (>= 1) that ran with step size `step_size` and
 // had acceptance statistic `accept_stat`; returns the step size of the next transition, exp(x).
 FHMC_HD double dual_averaging_update(DualAveraging& s, int64_t n, double accept_stat,
-                                     double target_accept, double step_size) {
+                                     double target_accept, double step_size,
+                                     double gamma = kDualAveragingGamma) {
   if (n == 1) {
     s.s_bar = 0.0;
     s.x_bar = 0.0;
@@ -54,7 +57,7 @@ FHMC_HD double dual_averaging_update(DualAveraging& s, int64_t n, double accept_
   const double eta = div_rn(1.0, add_rn(count, kDualAveragingT0));
   s.s_bar = add_rn(mul_rn(sub_rn(1.0, eta), s.s_bar), mul_rn(eta, sub_rn(target_accept, a)));
   const double x =
-      sub_rn(s.mu, div_rn(mul_rn(s.s_bar, sqrt_rn(count)), kDualAveragingGamma));
+      sub_rn(s.mu, div_rn(mul_rn(s.s_bar, sqrt_rn(count)), gamma));
   const double w = dual_averaging_weight(count);
   s.x_bar = add_rn(mul_rn(sub_rn(1.0, w), s.x_bar), mul_rn(w, x));
   return portable_exp(x);

@@ -13,14 +13,36 @@
 
 namespace fused_hmc {
 
+// Whether warm-up iteration i belongs to the terminal fast interval's own dual-averaging run (the
+// run that restarts after the last slow window and sets the final step size).
+FHMC_HD bool in_terminal_run(const WarmupWindows& windows, int64_t i, bool adapt_mass_matrix) {
+  return adapt_mass_matrix && windows.enabled && windows.term_buffer > 0 &&
+         i >= windows.num_warmup - windows.term_buffer;
+}
+
 // The step size after warm-up iteration i (counted from the warm-up's start) with acceptance
 // statistic `accept_stat`: dual averaging toward target_accept, restarted after each slow window
 // when the inverse mass is adapted, and exp(x_bar) after the last iteration.
+//
+// A step size driven by one chain's statistic (per_chain: a per-chain warm-up, or a batch of one
+// chain) runs the terminal interval with gamma = 0.25 instead of Stan's 0.05. One chain's
+// statistic is noisy (sd about 0.3 per static-HMC transition), so with Stan's gain of about
+// 1 / (gamma sqrt(n)) the iterates x scatter widely over the 50 terminal iterations; their mean
+// acceptance is driven to the target, and since acceptance is concave in log eps there, exp(x_bar)
+// accepts more (Jensen): 0.93-0.96 for target 0.8 (issue 32). A larger gamma damps the scatter,
+// leaving the pull of the restart's mu = log(10 eps) above the root to balance the rest; measured
+// on Gaussians of dim 2 .. 50 and the library models (benchmarks/probes/final_acceptance.py). A
+// pooled statistic (the mean over chains) has no such scatter and keeps Stan's gamma (the
+// pooled_update op's too: it pools several processes).
 FHMC_HD double warmup_step_size_update(DualAveraging& averaging, const WarmupWindows& windows,
-                                       int64_t i, bool adapt_mass_matrix, double accept_stat,
-                                       double target_accept, double step_size) {
+                                       int64_t i, bool adapt_mass_matrix, bool per_chain,
+                                       double accept_stat, double target_accept,
+                                       double step_size) {
   const int64_t n = i - dual_averaging_start(windows, i, adapt_mass_matrix) + 1;
-  step_size = dual_averaging_update(averaging, n, accept_stat, target_accept, step_size);
+  const double gamma = per_chain && in_terminal_run(windows, i, adapt_mass_matrix)
+                           ? kTerminalDualAveragingGamma
+                           : kDualAveragingGamma;
+  step_size = dual_averaging_update(averaging, n, accept_stat, target_accept, step_size, gamma);
   if (i == windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
   return step_size;
 }
@@ -55,7 +77,7 @@ FHMC_HD void apply_pooled_update(const PooledUpdateParams<scalar_t>& p, bool own
   if (owner && p.adapt_step_size) {
     *p.step_size =
         warmup_step_size_update(*p.dual_averaging, p.windows, p.iteration, p.adapt_mass_matrix,
-                                *p.accept_stat, p.target_accept, *p.step_size);
+                                false, *p.accept_stat, p.target_accept, *p.step_size);
   }
   if (owner && p.chees != nullptr) {
     chees_update(*p.chees, p.chees_sums[0], p.chees_sums[1], *p.step_size, p.max_leapfrog_steps);

@@ -17,6 +17,13 @@ Acceptance. The adaptation outcome is random but each test is seeded, hence dete
 margins were measured over seeds (pooled, jitter 0.2, target 0.8 on the 10-dimensional target below:
 acceptance 0.782 +- 0.003 over 8 seeds in float64, 0.783 +- 0.003 in float32; targets 0.65 and 0.9
 give 0.663 and 0.892), so the +-0.03 band of the issue sits more than 4 SD from the typical result.
+A per-chain warm-up's final acceptance varies from chain to chain (each chain's step size comes
+from its own 50 terminal transitions); the chains are independent, so the mean over C chains has
+standard error sd / sqrt(C) and the median sqrt(pi / 2) times that, both estimated from the
+chains. assert_on_target allows the 0.03 plus 5.4 of them: a warm-up whose expected final
+acceptance lies within 0.03 of the target fails with probability below 1e-7 (normal tail, both
+sides). Stan's per-chain dual averaging ended 0.1 or more above the target (issue 32), dozens of
+standard errors out.
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ import torch
 from scipy.stats import norm
 
 import fused_hmc
-from fused_hmc import diagnostics
+from fused_hmc import diagnostics, models
 from fused_hmc.targets import DenseGaussian, DiagonalGaussian
 
 SCALES = torch.logspace(-2, 2, 10, dtype=torch.float64)  # 0.01 .. 100
@@ -53,6 +60,16 @@ def moment_z_scores(samples: torch.Tensor, target) -> np.ndarray:
     var = target.variance.numpy()
     return np.concatenate([z_scores(x, np.zeros_like(var), var),
                            z_scores(x ** 2, var, 2 * var ** 2)])
+
+
+def assert_on_target(accept: torch.Tensor, target_accept: float, tolerance: float = 0.03) -> None:
+    """The mean and the median over chains of each chain's mean acceptance statistic lie within
+    `tolerance` of target_accept, up to 5.4 standard errors (module docstring)."""
+    se = float(accept.std()) / math.sqrt(accept.shape[0])
+    mean, median = float(accept.mean()), float(accept.median())
+    assert abs(mean - target_accept) < tolerance + 5.4 * se, (mean, se)
+    assert abs(median - target_accept) < tolerance + 5.4 * math.sqrt(math.pi / 2) * se, (median,
+                                                                                          se)
 
 
 def _start(chains, dim, dtype, key):
@@ -89,21 +106,33 @@ def test_pooled_warmup_follows_target_accept(target_accept):
 
 def test_per_chain_warmup():
     """One step size and inverse mass per chain. With Stan's default windows the last dual
-    averaging run is 50 transitions of one chain's noisy statistic and ends above the target (see
-    fused_hmc.sampling.warmup; about 0.9 here); a 2000-transition terminal buffer brings it within
-    0.03 (0.812 +- 0.0014 over 6 seeds). The draws are right either way."""
+    averaging run is 50 transitions of one chain's noisy statistic; with Stan's gamma it ended at
+    0.93 here, with the terminal run's gamma = 0.25 (csrc/math/warmup_update.h) within 0.03 of
+    the target, as does a 2000-transition terminal buffer. The draws are right either way."""
     q0 = _start(128, 10, torch.float64, 3)
     short = fused_hmc.sample(q0, 200, num_warmup=1000, target=DIAGONAL, jitter=0.2, seed=11,
                              keep_samples=False, progress=False)
-    assert 0.8 < short.mean_accept_prob.mean().item() < 0.97
+    assert_on_target(short.mean_accept_prob, 0.8)
     assert short.step_size.unique().numel() == 128  # adapted chain by chain
     long = fused_hmc.sample(q0, 400, num_warmup=3000, target=DIAGONAL, jitter=0.2, seed=11,
                             adapt_windows=(75, 25, 2000), progress=False)
-    assert abs(long.mean_accept_prob.mean().item() - 0.8) < 0.03
+    assert_on_target(long.mean_accept_prob, 0.8)
     ratio = long.inverse_mass.double() / SCALES ** 2  # one chain's 850-draw window each
     assert bool(((ratio > 0.5) & (ratio < 2.0)).all())
     z = moment_z_scores(long.samples, DIAGONAL)
     assert np.all(np.abs(z) < z_bound(len(z))), z
+
+
+@pytest.mark.slow
+def test_per_chain_warmup_on_eight_schools():
+    """posteriordb's eight schools (non-centred) from Stan's starts, the library's settings (L = 8,
+    jitter 0.2): Stan's per-chain dual averaging ended at 0.955 (median over chains)."""
+    model = models.eight_schools()
+    q0 = model.initial_point(128, generator=torch.Generator().manual_seed(1))
+    res = fused_hmc.sample(q0, 300, target=model.target(gradient=True), num_warmup=1000,
+                           num_leapfrog_steps=8, jitter=0.2, seed=1, progress=False,
+                           keep_samples=False)
+    assert_on_target(res.mean_accept_prob, 0.8)
 
 
 def test_dense_gaussian_with_condition_number_100(device):

@@ -2,7 +2,9 @@
 
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
-one pass by torch), shares no code with the op, and is run in lock step with it: before every op
+one pass by torch), with one departure from Stan: a per-chain step size's dual averaging over the
+terminal fast interval uses gamma = 0.25 (csrc/math/warmup_update.h says why; issue 32). It shares
+no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
 the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
@@ -60,11 +62,15 @@ def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows,
             adapt_mass_matrix=settings.adapt_mass_matrix)
 
 
+STAN_GAMMA = 0.05
+TERMINAL_GAMMA = 0.25  # a per-chain step size's run over the terminal fast interval
+
+
 class StanStepSize:
-    """stan::mcmc::stepsize_adaptation, verbatim in float64."""
+    """stan::mcmc::stepsize_adaptation, verbatim in float64 (gamma may be set per run)."""
 
     def __init__(self, delta, eps):
-        self.delta, self.gamma, self.t0, self.kappa = delta, 0.05, 10.0, 0.75
+        self.delta, self.gamma, self.t0, self.kappa = delta, STAN_GAMMA, 10.0, 0.75
         self.set_mu(eps)
 
     def set_mu(self, eps):
@@ -87,6 +93,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
     """Runs the op one transition at a time beside the oracle; returns the op's final state."""
     chains, dim = q0.shape
     groups = 1 if settings.pooled else chains
+    chains_in_statistic = chains if groups == 1 else 1
     inv_mass0 = torch.ones(dim) if inv_mass0 is None else inv_mass0
     s = _ops_state(q0, groups, eps0, inv_mass0)
     q = q0.clone()
@@ -128,6 +135,8 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             updates.append(i)
             for st, eps in zip(stan, s["step"].tolist()):  # Stan: set_mu(log(10 eps)), restart()
                 st.set_mu(eps)
+                if window == slow[-1] and chains_in_statistic == 1:  # the terminal run's gamma
+                    st.gamma = TERMINAL_GAMMA
         else:
             assert torch.equal(s["inv"], before["inv"]), i
     expected_updates = [w[1] - 1 for w in slow] if settings.adapt_mass_matrix else []
@@ -147,6 +156,12 @@ def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
 def test_warmup_follows_stan(pooled, device):
     """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
     replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
+
+
+def test_warmup_of_one_chain_follows_stan_with_the_per_chain_terminal_gamma(device):
+    """A batch of one chain (one shared state) adapts its step size from one chain's statistic, as
+    a per-chain warm-up does: its terminal run takes the per-chain gamma too."""
+    replay(_diagonal(), _q0(chains=1).to(device), settings=WarmupSettings(200, pooled=True))
 
 
 @pytest.mark.parametrize("adapt_step_size, adapt_mass_matrix", [(True, False), (False, True),
