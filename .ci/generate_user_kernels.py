@@ -1,7 +1,8 @@
 """Writes the generated CUDA sources of a few library models' CppTarget modules (one folder each)
 so that .ci/compile_cuda.py --user-kernels compiles them: the kernels users' models run in (one
-thread a chain, duals; a chain over lanes, a hand-written gradient), which the extension's own
-sources do not instantiate. Run with the CPU venv (it needs the package); nothing is compiled here.
+thread a chain, duals; a chain over lanes, a hand-written gradient; code that TorchModel generates
+from the models' torch forms, one thread a chain and in the rows form over lanes), which the
+extension's own sources do not instantiate. Run with the CPU venv (it needs the package); nothing is compiled here.
 Usage: python .ci/generate_user_kernels.py OUT_DIR
 """
 from __future__ import annotations
@@ -18,17 +19,27 @@ from fused_hmc import cpp_build, models
 # partials and their stack of gradients in one thread: the most registers).
 MODULES = (("eight_schools", False, torch.float64, 1), ("diamonds", True, torch.float32, 8),
            ("diamonds", True, torch.float64, 16), ("diamonds", True, torch.float64, 1))
+# (model, dtype): the torch form compiled by TorchModel, over the form's own lanes.
+TORCH_MODULES = (("eight_schools", torch.float32), ("diamonds", torch.float64))
+
+
+def write(out: Path, label: str, spec) -> None:
+    folder = out / label
+    folder.mkdir(parents=True, exist_ok=True)
+    for file, text in cpp_build.generated_files(spec).items():
+        (folder / file).write_text(text)
+    print(f"generated {folder}")
 
 
 def main() -> None:
     out = Path(sys.argv[1])
     for name, hand, dtype, lanes in MODULES:
         spec = getattr(models, name)().target(gradient=hand).build_spec(dtype, "cuda", lanes)
-        folder = out / f"{name}_{'hand' if hand else 'duals'}_{spec.scalar}_lanes{lanes}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for file, text in cpp_build.generated_files(spec).items():
-            (folder / file).write_text(text)
-        print(f"generated {folder}")
+        write(out, f"{name}_{'hand' if hand else 'duals'}_{spec.scalar}_lanes{lanes}", spec)
+    for name, dtype in TORCH_MODULES:
+        form = getattr(models, name)().torch_form()
+        spec = form.model().build_spec(dtype, "cuda", form.lanes)
+        write(out, f"{name}_torch_{spec.scalar}_lanes{form.lanes}", spec)
 
 
 if __name__ == "__main__":
