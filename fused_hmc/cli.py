@@ -695,8 +695,8 @@ def _add_sample_parser(sub) -> None:
     flag("--lanes", type=_lanes, default="auto",
          help="--target FILE.cpp in the rows form (it defines log_density_rows, a share of the "
               "data's rows: docs/TARGETS.md): the CUDA threads a chain takes, 1, 2, 4, 8, 16 or "
-              "32, or auto (the default: chosen from the chains and the GPU); the draws are the "
-              "same for any")
+              "32, or auto (chosen from the chains and the GPU); sampling's draws are the same "
+              "for any, a warm-up's adaptation not yet to the last bit (default: auto)")
     flag("--mean", type=_real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=_real(0), nargs="+", metavar="SCALE", default=None,
