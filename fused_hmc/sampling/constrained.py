@@ -84,15 +84,35 @@ def draws(constrain, source, count: int) -> dict[str, torch.Tensor]:
 
 
 def write(group, values: dict[str, torch.Tensor]) -> None:
-    """The constrained draws as arrays of the posterior `group` (replacing earlier ones)."""
-    for name in group.attrs.get(ATTRIBUTE, []):
+    """The constrained draws as arrays of the posterior `group`, replacing earlier ones so that a
+    kill at any point leaves the earlier draws readable (:func:`read` of the count the store's
+    result group records).
+
+    A store's later runs only append draws, so an array already there (same chains, shape and
+    dtype) is grown and rewritten in place: its earlier draws are rewritten with their own values,
+    and zarr replaces each file (metadata, chunk) atomically. An array of another shape is
+    replaced. The list of variables changes last, and arrays it no longer names go after it."""
+    earlier = list(group.attrs.get(ATTRIBUTE, []))
+    for name, value in values.items():
+        data = value.detach().cpu().contiguous().numpy()
+        if name in group and _extends(group[name], data):
+            group[name].resize(data.shape)
+            group[name][...] = data
+            continue
         if name in group:
             del group[name]
-    for name, value in values.items():
         dims = ["chain", "draw"] + [f"{name}_dim_{k}" for k in range(value.ndim - 2)]
-        group.create_array(name, data=value.detach().cpu().contiguous().numpy(),
-                           compressors=None, dimension_names=dims)
+        group.create_array(name, data=data, compressors=None, dimension_names=dims)
     group.attrs[ATTRIBUTE] = list(values)
+    for name in earlier:
+        if name not in values and name in group:
+            del group[name]
+
+
+def _extends(array, data: np.ndarray) -> bool:
+    """Whether `data` [chains, draws, *shape] can replace `array` grown along the draws."""
+    return (array.dtype == data.dtype and array.shape[0] == data.shape[0]
+            and tuple(array.shape[2:]) == data.shape[2:] and array.shape[1] <= data.shape[1])
 
 
 def read(group, count: int, device) -> dict[str, torch.Tensor] | None:
