@@ -252,7 +252,7 @@ def figure(value: float) -> str:
 
 
 def warn(message: str) -> None:
-    print(f"fused-hmc sample: warning: {message}", file=sys.stderr)
+    _say(f"fused-hmc sample: warning: {message}")
 
 
 def _report_run(args, device, target, res, adapting: bool) -> None:
@@ -886,5 +886,12 @@ def main(argv: list[str] | None = None) -> int:
         message, status = _out_of_memory(exc), 1
         if message is None:  # a bug: its traceback is what a report needs
             raise
-    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    _say(f"{prog}: error: {' '.join(message.split())}")
     return status
+
+
+def _say(line: str) -> None:
+    """One line to stderr in one write (print writes the newline apart): the ranks of a torchrun
+    share stderr, and two ranks' lines must not interleave."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
