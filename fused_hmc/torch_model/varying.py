@@ -8,8 +8,6 @@ not listed here varies along every dimension of size > 1.
 """
 from __future__ import annotations
 
-import torch
-import torch.fx
 
 from .trace import SHAPE_ONLY, op_name
 
