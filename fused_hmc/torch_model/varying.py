@@ -8,7 +8,6 @@ not listed here varies along every dimension of size > 1.
 """
 from __future__ import annotations
 
-
 from .trace import SHAPE_ONLY, op_name
 
 # Elementwise ops whose operands broadcast to the result (right-aligned), and views that keep
