@@ -13,6 +13,7 @@ includes the machine's contention). Then, for the torch form in float64, a short
 (per-chain warm-up) compared with posteriordb's reference means (worst |mean - ref| / ref sd).
 
 Usage: python benchmarks/bench_torch_model.py [--chains 4096] [--models a,b] [--variants torch,hand]
+       [--dtypes f32,f64]
        [--out file.json]
 """
 from __future__ import annotations
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--no-posterior", action="store_true")
     parser.add_argument("--build-one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -105,11 +107,12 @@ def main() -> None:
 
     names = args.models.split(",")
     variants = args.variants.split(",")
-    specs = [f"{n}:{v}:{d}" for n in names for v in variants for d in DTYPES]
+    dtypes = {d: DTYPES[d] for d in args.dtypes.split(",")}
+    specs = [f"{n}:{v}:{d}" for n in names for v in variants for d in dtypes]
     builds = build_all(specs, args.jobs)
     rows = []
     for name in names:
-        for dname, dtype in DTYPES.items():
+        for dname, dtype in dtypes.items():
             row = {"model": name, "dtype": dname}
             for variant in variants:
                 if builds[f"{name}:{variant}:{dname}"].get("failed"):
