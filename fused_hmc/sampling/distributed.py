@@ -154,7 +154,9 @@ class GlobalSummary:
     mean_accept_prob: over every transition of every chain; diagnostic_draws: (chains, draws,
     dims) of the first global chains (None without kept draws, or when the ranks kept different
     numbers of draws, e.g. one was interrupted); stuck_count, stuck_ids: how many chains
-    accepted no transition (:mod:`fused_hmc.sampling.stuck_chains`) and the first ids of them.
+    accepted no transition (:mod:`fused_hmc.sampling.stuck_chains`) and the first ids of them;
+    restarted_count: how many chains a pooled warm-up restarted
+    (:mod:`fused_hmc.sampling.far_starts`).
     """
     chains: int
     ranks: int
@@ -167,6 +169,7 @@ class GlobalSummary:
     diagnostic_draws: np.ndarray | None
     stuck_count: int = 0
     stuck_ids: tuple[int, ...] = ()
+    restarted_count: int = 0
 
     @property
     def accept_rate(self) -> float:
@@ -210,6 +213,11 @@ class GlobalSummary:
         print(f"acceptance rate {self.accept_rate:.4f} (mean acceptance probability "
               f"{self.mean_accept_prob:.4f})", file=out, flush=True)
         for line in result.trajectory_lines(gradients=False):  # the same on every rank
+            print(line, file=out)
+        from .far_starts import restarts_line
+
+        line = restarts_line(self.restarted_count, self.chains)
+        if line is not None:
             print(line, file=out)
         if self.draws == 0:
             print("no draws kept yet", file=out)
@@ -384,10 +392,13 @@ class ChainGroup:
         from .stuck_chains import SHOWN, stuck_chain_ids
 
         stuck = stuck_chain_ids(result)
+        restarted = (0 if result.warmup_reseeded is None
+                     else int((result.warmup_reseeded > 0).sum()))
         gathered = [None] * self.size
         dist.all_gather_object(gathered, (self._diagnostic_draws(result, max_values),
-                                          len(stuck), stuck[:SHOWN]), group=self.group)
-        parts = [p for p, _, _ in gathered]
+                                          len(stuck), stuck[:SHOWN], restarted),
+                               group=self.group)
+        parts = [p for p, _, _, _ in gathered]
         diagnosable = len(set(kept.tolist())) == 1 and all(p is not None for p in parts)
         transitions = int(transitions.sum())
         summary = GlobalSummary(
@@ -396,8 +407,9 @@ class ChainGroup:
             accept_count=int(accepted.sum()), transitions=transitions,
             mean_accept_prob=float(prob.sum()) / transitions if transitions else float("nan"),
             diagnostic_draws=np.concatenate([p for p in parts if len(p)]) if diagnosable
-            else None, stuck_count=sum(n for _, n, _ in gathered),
-            stuck_ids=tuple([i for _, _, ids in gathered for i in ids][:SHOWN]))
+            else None, stuck_count=sum(n for _, n, _, _ in gathered),
+            stuck_ids=tuple([i for _, _, ids, _ in gathered for i in ids][:SHOWN]),
+            restarted_count=sum(r for _, _, _, r in gathered))
         return result._replace(global_summary=summary)
 
     def _diagnostic_draws(self, result, max_values: int | None) -> np.ndarray | None:

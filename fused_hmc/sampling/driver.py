@@ -618,6 +618,7 @@ class Sampler:
             warmup_gradient_evaluations=warm_gradients,
             sampling_gradient_evaluations=gradients,
             lanes=self._chains.lanes,
+            warmup_reseeded=self._chains.warmup_reseeded(),
         )
 
     # ---- internals ------------------------------------------------------------------------------

@@ -115,6 +115,12 @@ class ChainKernel:
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
                                          torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64),
                                          chees)
+        # A pooled warm-up's per-chain first phase and restarts of stuck chains (far_starts.py).
+        self.far_starts = None
+        if settings.pooled and settings.num_warmup:
+            from .far_starts import FarStarts
+
+            self.far_starts = FarStarts(self, q, target, pool_over)
 
     def run_op(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
                trajectory: dict, **kwargs) -> None:
@@ -127,7 +133,21 @@ class ChainKernel:
                 self.chain_offset, first, n, **trajectory, **kwargs)
 
     def warmup(self, q: torch.Tensor, first: int, n: int) -> None:
-        """Warm-up transitions [first, first + n), which must be the next ones of the warm-up."""
+        """Warm-up transitions [first, first + n), which must be the next ones of the warm-up
+        (a pooled one in the parts of far_starts.py: its per-chain first phase, then pooled)."""
+        far = self.far_starts
+        if far is None:
+            self._warmup_part(q, first, n)
+            return
+        for i, size in far.split(first - self.warmup_start, n):
+            if far.runs(i):
+                far.warmup(q, self.warmup_start + i, size)
+                self.warmup_left -= size
+            else:
+                self._warmup_part(q, self.warmup_start + i, size)
+            far.after(q, i + size - 1)
+
+    def _warmup_part(self, q: torch.Tensor, first: int, n: int) -> None:
         s = self.settings
         if self.state.chees is not None:  # T = chees[0], adapted by the op after each transition
             trajectory = dict(chees=self.state.chees)
@@ -196,6 +216,8 @@ class ChainKernel:
                            window_m2=(s.window_m2, ("chain", "dim")))
         if s.chees is not None:
             tensors["chees"] = (s.chees, ("chees",))
+        if self.far_starts is not None:
+            tensors.update(self.far_starts.checkpoint_tensors(self.warmup_left))
         tensors.update(warmup_gradient_evaluations=(self.gradients[0], ("chain",)),
                        sampling_gradient_evaluations=(self.gradients[1], ("chain",)))
         return tensors, {"warmup_left": self.warmup_left}
@@ -213,12 +235,18 @@ class ChainKernel:
         for counts, name in zip(self.gradients, ("warmup_gradient_evaluations",
                                                  "sampling_gradient_evaluations")):
             counts.copy_(tensors[name])
+        if self.far_starts is not None:
+            self.far_starts.load(tensors, self.warmup_left)
         if self.warmup_left:
             s.dual_averaging.copy_(tensors["dual_averaging"])
             s.window_mean.copy_(tensors["window_mean"])
             s.window_m2.copy_(tensors["window_m2"])
         else:  # the adaptation had ended
             self.state = AdaptationState(s.step_size, s.inverse_mass, chees=s.chees)
+
+    def warmup_reseeded(self) -> torch.Tensor | None:
+        """[B] int64: each chain's restarts in a pooled warm-up (far_starts.py); None without."""
+        return None if self.far_starts is None else self.far_starts.reseeded.clone()
 
     def step_sizes(self, q: torch.Tensor) -> torch.Tensor:
         return self.state.step_size.expand(q.shape[0]).clone()

@@ -80,6 +80,10 @@ class SampleResult(NamedTuple):
         lanes: the CUDA threads each chain of a rows-form CppTarget took (lanes="auto" chooses
             them from the chain count and the GPU; 1 on the CPU); the draws do not depend on
             them. None for the other targets.
+        warmup_reseeded: [chains] int64 after a pooled warm-up (``pooled=True`` or ChEES): how
+            many times each chain, never having moved from its state over a stretch of the
+            warm-up, was restarted from another chain's state (:mod:`fused_hmc.sampling.
+            far_starts`; :meth:`summary` says how many chains were). None otherwise.
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -114,6 +118,7 @@ class SampleResult(NamedTuple):
     sampling_gradient_evaluations: int | None = None
     constrained: dict | None = None
     lanes: int | None = None
+    warmup_reseeded: torch.Tensor | None = None
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -286,6 +291,12 @@ class SampleResult(NamedTuple):
               flush=True)
         for line in self.trajectory_lines():
             print(line, file=out)
+        if self.warmup_reseeded is not None:
+            from .far_starts import restarts_line
+
+            line = restarts_line(int((self.warmup_reseeded > 0).sum()), chains)
+            if line is not None:
+                print(line, file=out)
         if self.num_kept == 0:
             print("no draws kept yet", file=out)
             return

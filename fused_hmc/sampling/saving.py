@@ -32,6 +32,9 @@ _CHAIN, _CHAIN_DIM = ("chain",), ("chain", "dim")
 _TENSORS = {"mean": _CHAIN_DIM, "var": _CHAIN_DIM, "accept_count": _CHAIN,
             "accept_rate": _CHAIN, "mean_accept_prob": _CHAIN, "final_state": _CHAIN_DIM,
             "step_size": _CHAIN, "inverse_mass": _CHAIN_DIM}
+# Tensors a result may lack (None): the restarts of a pooled warm-up (far_starts.py); files saved
+# before them lack them too.
+_OPTIONAL_TENSORS = {"warmup_reseeded": _CHAIN}
 _SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
             "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
 # Scalars files saved before the trajectory length, gradient counts and lanes existed lack (None
@@ -127,7 +130,7 @@ def write_result_group(root, res: SampleResult, name: str = RESULT) -> None:
                  device=str(res.final_state.device))
     group = root.create_group(name, attributes=attrs)
     storage.write_tensors(group, {name: (getattr(res, name), dims)
-                                  for name, dims in _TENSORS.items()
+                                  for name, dims in (_TENSORS | _OPTIONAL_TENSORS).items()
                                   if getattr(res, name) is not None})
     write_target(group, res.target)
 
@@ -240,7 +243,7 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     where = device_to_load(attrs["device"], device)
     tensors = storage.read_tensors(group, where)
     _check_complete(root, group, tensors, attrs, path)
-    fields = {name: tensors.get(name) for name in _TENSORS}
+    fields = {name: tensors.get(name) for name in _TENSORS | _OPTIONAL_TENSORS}
     fields.update({name: attrs[name] for name in _SCALARS})
     fields.update({name: attrs.get(name) for name in _NEWER_SCALARS})
     kind = attrs["samples"]
@@ -284,8 +287,9 @@ def _check_complete(root, group, tensors: dict, attrs: dict, path) -> None:
     if missing:
         _incomplete(path, f"{group.basename} lacks {missing}")
     chains, dim = tensors["final_state"].shape
-    for name, dims in _TENSORS.items():
-        if tuple(tensors[name].shape) != ((chains,) if dims == _CHAIN else (chains, dim)):
+    for name, dims in (_TENSORS | _OPTIONAL_TENSORS).items():
+        if name in tensors and tuple(tensors[name].shape) != ((chains,) if dims == _CHAIN
+                                                              else (chains, dim)):
             _incomplete(path, f"{name} has shape {tuple(tensors[name].shape)}")
     if attrs["samples"] == "none":
         return
