@@ -22,6 +22,13 @@ POOLED_NAMES = ("samples", "final_state", "accept_count", "step_size", "inverse_
 # ChEES pooled over the ranks as well (its means and terms reduced across them), on the same target.
 CHEES = dict(POOLED, adapt_trajectory_length=True, max_leapfrog_steps=20)
 CHEES_NAMES = POOLED_NAMES + ("trajectory_length",)
+# Chains that never move in a pooled warm-up (far_starts.py): global chains 1 and 5 start where the
+# energy of N(0, I) overflows (every proposal rejected); nothing pooled is adapted, so the ranks'
+# bits are the one process's, restarts included (at iteration 26, from other ranks' chains too).
+RESTARTS = dict(step_size=0.3, num_leapfrog_steps=4, num_warmup=30, pooled=True,
+                adapt_step_size=False, adapt_mass_matrix=False, progress=False)
+RESTART_NAMES = ("samples", "final_state", "accept_count", "warmup_reseeded")
+FAR = [1, 5]
 
 
 def pooled_target():
@@ -30,6 +37,12 @@ def pooled_target():
 
 def global_start() -> torch.Tensor:
     return torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+
+
+def far_start() -> torch.Tensor:
+    q0 = global_start()
+    q0[FAR] = 1e160
+    return q0
 
 
 def shard(rank: int, world: int) -> slice:
@@ -68,6 +81,10 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     chees = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
                              **CHEES)
     saved["chees"] = {name: getattr(chees, name) for name in CHEES_NAMES}
+    restarts = fused_hmc.sample(far_start()[shard(rank, world)].to(device), SAMPLES, seed=SEED,
+                                process_group=group, **RESTARTS)
+    saved["restarts"] = {name: getattr(restarts, name) for name in RESTART_NAMES}
+    saved["restarts_global"] = restarts.global_summary
     saved["seed_mismatch"] = _outcome(lambda: fused_hmc.Sampler(q0, seed=rank,
                                                                 process_group=group))
     bad_dim = q0 if rank != 1 else torch.zeros(len(q0), DIM + 1, dtype=q0.dtype)
@@ -101,6 +118,19 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
 
         failing._chains.run_op = run_op
     saved["fails_in_pooled_warmup"] = _outcome(lambda: failing.run(5))
+    failing = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False, pooled=True,
+                                num_warmup=20)
+    if rank == 1:  # rank 1's run op fails in the per-chain first phase (far_starts.py)
+        first_phase = failing._chains.far_starts.per_chain
+        real_first = first_phase.run_op
+
+        def first_run_op(q, first, *args, **kwargs):
+            if first == 1:
+                raise ValueError("injected failure at transition 1")
+            return real_first(q, first, *args, **kwargs)
+
+        first_phase.run_op = first_run_op
+    saved["fails_in_first_phase"] = _outcome(lambda: failing.run(5))
     torch.save(saved, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
     end_rank_process(0)  # not through the interpreter's finalization, where gloo ranks can abort

@@ -192,14 +192,28 @@ def test_per_chain_settings_are_each_ranks_own_rows(ranks):
     assert all(r["per_chain_step_sizes"]["error"] is None for r in ranks)
 
 
+def test_restarts_draw_the_same_donors_across_ranks(ranks):
+    """Chains that never moved restart from the chains of any rank, as in one process: with
+    nothing pooled adapted the ranks' results are the one process's bit for bit."""
+    one = fused_hmc.sample(worker.far_start(), worker.SAMPLES, seed=worker.SEED,
+                           **worker.RESTARTS)
+    expected = torch.zeros(worker.CHAINS, dtype=torch.int64)
+    expected[worker.FAR] = 1
+    assert torch.equal(one.warmup_reseeded, expected) and bool((one.accept_count > 0).all())
+    for name in worker.RESTART_NAMES:
+        assert torch.equal(torch.cat([r["restarts"][name] for r in ranks]), getattr(one, name))
+    assert all(r["restarts_global"].restarted_count == len(worker.FAR) for r in ranks)
+
+
 @pytest.mark.parametrize("scenario, own_error", [("nan_start", "non-finite"),
                                                  ("bad_run", "num_transitions"),
                                                  ("bad_pooled_run", "num_transitions"),
-                                                 ("fails_in_pooled_warmup", "injected failure")])
+                                                 ("fails_in_pooled_warmup", "injected failure"),
+                                                 ("fails_in_first_phase", "injected failure")])
 def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
     """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its run op in the middle
-    of a pooled warm-up): it raises its error, every other rank RuntimeError, at once (the process
-    group's timeout is 30 s)."""
+    of a pooled warm-up, or in its per-chain first phase): it raises its error, every other rank
+    RuntimeError, at once (the process group's timeout is 30 s)."""
     for k, r in enumerate(ranks):
         outcome = r[scenario]
         if k == 1:
