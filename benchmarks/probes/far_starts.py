@@ -5,7 +5,7 @@ acceptance, and the answer against a reference.
     python benchmarks/probes/far_starts.py --models kidiq eight_schools funnel \
         --modes pooled chees --chains 256 --warmup 1000 --samples 300 --seeds 1 2
 
-kidiq is the stand-in of tests/unit/_kidiq.py (exact posterior moments); funnel and rosenbrock
+kidiq is the stand-in of tests/statistical/_kidiq.py (exact posterior moments); funnel and rosenbrock
 have exact moments, eight_schools and diamonds posteriordb's reference; logistic_regression has
 none (only R-hat). One line per (model, mode, seed):
 
@@ -29,7 +29,7 @@ import torch
 import fused_hmc
 from fused_hmc import diagnostics, models
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "statistical"))
 import _kidiq  # noqa: E402
 
 MODES = {"pooled": dict(pooled=True, num_leapfrog_steps=20),
