@@ -3,7 +3,8 @@ unconstrained scale): chains that never accept in sampling, chains the warm-up r
 acceptance, and the answer against a reference.
 
     python benchmarks/probes/far_starts.py --models kidiq eight_schools funnel \
-        --modes pooled chees --chains 256 --warmup 1000 --samples 300 --seeds 1 2
+        --modes pooled chees --chains 256 --warmup 1000 --samples 300 --seeds 1 2 \
+        [--restarts-only]
 
 kidiq is the stand-in of tests/statistical/_kidiq.py (exact posterior moments); funnel and rosenbrock
 have exact moments, eight_schools and diamonds posteriordb's reference; logistic_regression has
@@ -109,7 +110,14 @@ def main():
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--samples", type=int, default=300)
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
+    p.add_argument("--restarts-only", action="store_true",
+                   help="the alternative measured against: no per-chain first phase, only the "
+                        "restarts of chains that never moved")
     a = p.parse_args()
+    if a.restarts_only:
+        from fused_hmc.sampling import far_starts
+
+        far_starts.first_phase_length = lambda settings: 0
     for name in a.models:
         for mode in a.modes:
             for seed in a.seeds:

@@ -30,9 +30,10 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-# 3: out= relative to the checkpoint and the run id; 2: the chains' gradient evaluations (1 had
-# leapfrog steps, with trajectories only)
-FORMAT = 3
+# 4: a pooled warm-up's per-chain first phase and restarts (far_starts.py: the warm-up an older
+# checkpoint was in went otherwise); 3: out= relative to the checkpoint and the run id; 2: the
+# chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
+FORMAT = 4
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20

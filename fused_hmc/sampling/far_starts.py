@@ -124,13 +124,16 @@ class FarStarts:
     @staticmethod
     def _per_chain_kernel(kernel, q: torch.Tensor, target):
         """A per-chain kernel for the first phase: its own step sizes and dual averaging, the
-        pooled kernel's inverse mass and window buffers (unused there), the same counters."""
+        pooled kernel's inverse mass, trajectories (a trajectory_length given, else
+        num_leapfrog_steps steps: ChEES's T is adapted later), window buffers (unused there) and
+        counters."""
         chains, s = q.shape[0], kernel.settings
         settings = WarmupSettings(0, s.target_accept, True, False, False, s.windows)
         per_chain = type(kernel)(q, target, kernel.state.step_size.expand(chains),
                                  kernel.state.inverse_mass.expand(chains, -1), kernel.jitter,
                                  kernel.num_leapfrog_steps, kernel.key, kernel.chain_offset,
-                                 settings, kernel.warmup_start)
+                                 settings, kernel.warmup_start, kernel.fixed_length,
+                                 kernel.max_leapfrog_steps)
         length = first_phase_length(s)
         per_chain.settings = WarmupSettings(length, s.target_accept, True, False, False,
                                             s.windows)
@@ -175,6 +178,8 @@ class FarStarts:
         end."""
         if i in self.points:
             self._restart_stuck(q, i)
+            if i == self.points[-1]:
+                self.anchor = None  # no check point follows
         if self.first_phase and i == self.first_phase - 1:
             self._pool()
 
@@ -272,7 +277,7 @@ class FarStarts:
     def checkpoint_tensors(self, warmup_left: int) -> dict:
         """What a checkpoint keeps (name -> (tensor, dims)), with the warm-up iterations left."""
         tensors = {"warmup_reseeded": (self.reseeded, ("chain",))}
-        if warmup_left:
+        if warmup_left and self.anchor is not None:
             tensors["reseed_anchor"] = (self.anchor, ("chain", "dim"))
         if self.per_chain is not None:
             s = self.per_chain.state
@@ -285,9 +290,11 @@ class FarStarts:
         """Restores checkpoint_tensors' tensors (those present) into a FarStarts just built."""
         if "warmup_reseeded" in tensors:
             self.reseeded.copy_(tensors["warmup_reseeded"])
+        done = self.kernel.settings.num_warmup - warmup_left
         if "reseed_anchor" in tensors:
             self.anchor.copy_(tensors["reseed_anchor"])
-        done = self.kernel.settings.num_warmup - warmup_left
+        elif self.points and done > self.points[-1]:
+            self.anchor = None  # past the last check point
         if self.per_chain is not None and done >= self.first_phase:
             self.per_chain = None  # the pooled state in the checkpoint already took over
         elif self.per_chain is not None:

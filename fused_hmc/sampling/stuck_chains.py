@@ -2,7 +2,7 @@
 
 Such a chain reports its start as every draw, and its moments, ESS and R-hat then mislead (a
 pooled or ChEES warm-up from Stan's uniform(-2, 2) starts left 68 of 256 kidiq chains so, with
-R-hat 14.6). ``sample()`` warns with :class:`StuckChainsWarning` and the CLI prints a warning,
+R-hat 14.6, before :mod:`fused_hmc.sampling.far_starts`). ``sample()`` warns with :class:`StuckChainsWarning` and the CLI prints a warning,
 naming how many chains and the first few.
 
 Only runs of at least :data:`MIN_TRANSITIONS` sampling transitions are judged: a healthy chain at

@@ -43,9 +43,10 @@ geometric mean over chains of each chain's own window variance (csrc/math/mass_m
 variance of all chains' draws together: chains that have not yet arrived from far starts would
 inflate the latter for all, and the shared step size would collapse (on diamonds from Stan's
 starts it fell to 1e-3 and 3 of 4 CPU runs failed; with the geometric mean the step size stays
-near 0.3: benchmarks/results/time_to_answer/README.md). ChEES still tunes its one trajectory
-length to the chains that have arrived, so per chain with a fixed number of steps remains the
-choice for starts with chains that arrive late.
+near 0.3: benchmarks/results/time_to_answer/README.md). A pooled warm-up (ChEES too) runs its
+initial fast interval per chain, starts the pooled step size at the chains' median and restarts
+chains that never moved (:mod:`fused_hmc.sampling.far_starts`, docs/FAR_STARTS.md), so that far
+starts strand no chain.
 
 Static HMC on a Gaussian has resonances: with a fixed trajectory length eps * L the acceptance is
 not monotone in eps (trajectories that return close to their start are accepted and mix badly),

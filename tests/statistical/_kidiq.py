@@ -1,15 +1,16 @@
 """A stand-in for posteriordb's kidiq-kidscore_momhsiq (not in /work/shared/posteriordb): Gelman &
 Hill's regression of a child's test score on the mother's high-school completion and IQ,
 
-    kid_score ~ normal(b0 + b1 mom_hs + b2 mom_iq, sigma),  sigma > 0 (flat priors, as there),
+    kid_score ~ normal(b0 + b1 mom_hs + b2 mom_iq, sigma),  sigma > 0, flat priors,
 
 on generated data of kidiq's size and shape (N = 434; mom_hs ~ Bernoulli(0.79), mom_iq ~
-N(100, 15), the truth near the posteriordb reference's means: b = (26, 6, 0.56), sigma = 18).
-mom_iq is the far-scaled predictor: b0 and b2 correlate at about -0.99 and their posterior sds
-differ by a factor of about 150 (b0 about 9, b2 about 0.06), so from Stan's starts (uniform(-2,
-2): b0 and b2 sit hundreds of posterior sds from their answer) chains arrive at different times.
-The posterior is the conjugate one of a linear regression, so its moments are known exactly
-(:func:`exact_moments`).
+N(100, 15), the truth near Gelman & Hill's fit: b = (26, 6, 0.56), sigma = 18). mom_iq is the
+far-scaled predictor: b0 and b2 correlate at about -0.96 (condition number about 200 under a
+diagonal mass) and their posterior sds differ by a factor of about 100 (b0 about 6, b2 about
+0.06). From Stan's starts (uniform(-2, 2) on (b0, b1, b2, log sigma)) b2 begins up to 40
+posterior sds from its answer and sigma at 0.14 .. 7.4 against 17, where residuals near 100 make
+the density very steep, so chains arrive at very different times. The posterior is the
+conjugate one of a linear regression, so its moments are known exactly (:func:`exact_moments`).
 """
 from __future__ import annotations
 
@@ -46,10 +47,11 @@ def kidiq_model(seed: int = 20):
 
 
 def exact_moments(seed: int = 20) -> dict:
-    """Posterior means and sds of b0, b1, b2 and sigma under flat priors on (b, sigma) (with
-    log sigma's Jacobian: p(b, sigma | y) propto sigma^-N exp(-S(b) / (2 sigma^2))): b | y is a
-    multivariate t with N - 3 - 1 + ... degrees of freedom; here, as Gelman et al. (BDA3, 14.2)
-    with p(sigma) propto 1: sigma^2 | y ~ Inv-chi^2(N - k - 1, s^2 (N - k) / (N - k - 1))."""
+    """{name: (posterior mean, posterior sd)} of b0, b1, b2 and sigma. With flat priors on
+    (b, sigma), p(b, sigma | y) is proportional to sigma^-N exp(-|y - X b|^2 / (2 sigma^2)), so
+    sigma^2 | y is scaled Inv-chi^2(nu, s^2) with nu = N - k - 1 and nu s^2 the residual sum of
+    squares at the least-squares b_hat, and b | y is t_nu(b_hat, s^2 (X'X)^-1) (BDA3 14.2, with
+    one degree of freedom fewer than under p(sigma) ~ 1 / sigma)."""
     d = kidiq_data(seed)
     X = torch.stack([torch.ones(N, dtype=torch.float64), d["mom_hs"], d["mom_iq"]], 1)
     y = d["kid_score"]
