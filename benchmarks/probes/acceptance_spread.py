@@ -32,7 +32,7 @@ import fused_hmc
 from fused_hmc import models
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "statistical"))
-import _kidiq  # noqa: E402
+import _kidiq
 
 MODES = {"per_chain": dict(pooled=False, num_leapfrog_steps=10, jitter=0.2),
          "pooled": dict(pooled=True, num_leapfrog_steps=10, jitter=0.2),

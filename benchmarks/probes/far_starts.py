@@ -6,9 +6,10 @@ acceptance, and the answer against a reference.
         --modes pooled chees --chains 256 --warmup 1000 --samples 300 --seeds 1 2 \
         [--restarts-only]
 
-kidiq is the stand-in of tests/statistical/_kidiq.py (exact posterior moments); funnel and rosenbrock
-have exact moments, eight_schools and diamonds posteriordb's reference; logistic_regression has
-none (only R-hat). One line per (model, mode, seed):
+kidiq is the stand-in of tests/statistical/_kidiq.py (exact posterior moments); funnel and
+rosenbrock have exact moments, eight_schools, diamonds and diamonds_direct (qr=False)
+posteriordb's reference; logistic_regression has none (only R-hat). One line per (model, mode,
+seed):
 
     stuck: chains with accept_count == 0 in sampling; restarted: chains with warmup_reseeded > 0
     acc: pooled mean acceptance statistic in sampling, and its 5/50/95% quantiles over chains
@@ -31,7 +32,7 @@ import fused_hmc
 from fused_hmc import diagnostics, models
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "statistical"))
-import _kidiq  # noqa: E402
+import _kidiq
 
 RHAT_CHAINS = 512  # R-hat over the first 512 chains (about 2 s per million values on a core)
 MODES = {"pooled": dict(pooled=True, num_leapfrog_steps=20),

@@ -22,7 +22,7 @@ import torch
 import fused_hmc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "statistical"))
-import _kidiq  # noqa: E402
+import _kidiq
 
 
 def curve(chains=256, seed=1):

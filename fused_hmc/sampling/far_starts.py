@@ -12,8 +12,9 @@ ways (benchmarks/results/far_starts):
   70 of 256 with ChEES);
 - the first transitions, at the initial step size, fling chains onto the plateau where sigma is
   huge; there the posterior's step size and mass move them a tiny fraction of their scale per
-  transition, and with ChEES they never come back (kidiq: 148 of 256 chains, mean sigma 8,250
-  against 17.2, R-hat 10.7).
+  transition, and with ChEES they do not come back (kidiq, the stuck chains restarted: 148 of
+  256 chains still there after 1000 warm-up iterations, mean sigma 8,250 against 17.2, R-hat
+  10.7).
 
 So the warm-up's initial fast interval (Stan's init_buffer, 75 iterations; the scaled 15% of a
 shorter warm-up) runs per chain: each chain adapts its own step size by dual averaging (fixed
@@ -21,8 +22,8 @@ shorter warm-up) runs per chain: each chain adapts its own step size by dual ave
 finds its way from wherever it starts. At its end the pooled step size starts at the median of
 the chains' step sizes (robust to the chains still far away), its dual averaging continues as if
 it had converged there, and the pooled adaptation (slow windows, ChEES from its T0) takes over as
-before. This changes the bits of every
-pooled warm-up of at least 20 iterations that adapts the step size (its first 75 iterations).
+before. This changes the bits of every pooled warm-up of at least 20 iterations that adapts the
+step size (from its first iteration on).
 
 A chain may still never move (a start where even a tiny step fails): at the end of the initial
 interval and of every slow window (iterations 74, 99, 149, 249, 449 and 949 of 1000), every
@@ -167,7 +168,7 @@ class FarStarts:
             return
         try:
             self.per_chain.warmup(q, first, n)
-        except Exception as exc:  # noqa: BLE001 - raised at the phase's end
+        except Exception as exc:
             if self.group is None:
                 raise
             self._failure = exc
