@@ -31,7 +31,10 @@ fused_hmc.lanes.choose_lanes) and the same density in JAX (jax_models.py).
    (lanes_ess.py, one estimator for both) and, for diamonds, the worst |mean - posteriordb| / sd.
 
 Rows print as they finish and --out is rewritten after each (atomically: a cut run keeps what it
-had); a table comes last. --budget SECONDS skips the points predicted not to fit (budget.py).
+had); a table comes last. --budget SECONDS skips the points predicted not to fit (budget.py);
+the points run in the order the budget should spare them: fused_hmc at --jax-chains and at the
+largest --chains, BlackJAX, fused_hmc's other chain counts, the ESS part. Figures and commands:
+benchmarks/results/lanes/README.md.
 
     python benchmarks/bench_lanes.py --out lanes.json                       # on the GPU
     python benchmarks/bench_lanes.py --ess --chains 4096 --out lanes_ess.json
@@ -286,7 +289,8 @@ def main() -> None:
     from bench_models import target_gradient_rate
 
     budget = Budget(args.budget if args.budget is not None else math.inf,
-                    {"fused_hmc": 2.0, "blackjax": 1.0} | ({"ess": 3.0} if args.ess else {}))
+                    {"fused_hmc": 2.0, "blackjax": 1.0, "fused_hmc_more": 2.0}
+                    | ({"ess": 3.0} if args.ess else {}))
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
     record = Record(args.out, {"device": device_name, "sm_count": sm_count(),
                                "argv": sys.argv[1:], "torch": torch.__version__})
@@ -308,25 +312,31 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench_lanes_"))
     inputs = {d: jax_inputs(folder, d, models, targets, args.jax_chains) for d in children}
 
-    with budget.section("fused_hmc") as section:
-        for name, dtype, chains in itertools.product(models, args.dtype_list, args.chain_list):
-            point = {"model": name, "dtype": dtype, "chains": chains}
-            if not section.allows(PREDICTED_S["rate"]):
-                section.skipped += 1
-                record.add("skipped", point)
-                continue
-            mode, sd = modes[name]
-            noise = torch.randn(chains, mode.numel(), generator=torch.Generator().manual_seed(0),
-                                dtype=torch.float64)
-            q = (mode + 0.1 * sd * noise).to(DEVICE, DTYPES[dtype])
-            start = time.perf_counter()
-            rate = target_gradient_rate(targets[name], q, step_size=0.5 * sd)
-            PREDICTED_S["rate"] = max(PREDICTED_S["rate"], time.perf_counter() - start)
-            record.add("rates", point | rate | {
-                "lanes": targets[name].lanes_for(chains, DEVICE), "rows": models[name].rows,
-                "step_size": 0.5 * sd,
-                "fma_fraction": fma_fraction(rate["gradients_per_second"], models[name], dtype)})
+    def rates(section_name: str, chain_list: list[int]) -> None:
+        with budget.section(section_name) as section:
+            for name, dtype, chains in itertools.product(models, args.dtype_list, chain_list):
+                point = {"model": name, "dtype": dtype, "chains": chains}
+                if not section.allows(PREDICTED_S["rate"]):
+                    section.skipped += 1
+                    record.add("skipped", point)
+                    continue
+                mode, sd = modes[name]
+                noise = torch.randn(chains, mode.numel(), dtype=torch.float64,
+                                    generator=torch.Generator().manual_seed(0))
+                q = (mode + 0.1 * sd * noise).to(DEVICE, DTYPES[dtype])
+                start = time.perf_counter()
+                rate = target_gradient_rate(targets[name], q, step_size=0.5 * sd)
+                PREDICTED_S["rate"] = max(PREDICTED_S["rate"], time.perf_counter() - start)
+                record.add("rates", point | rate | {
+                    "lanes": targets[name].lanes_for(chains, DEVICE), "rows": models[name].rows,
+                    "step_size": 0.5 * sd,
+                    "fma_fraction": fma_fraction(rate["gradients_per_second"], models[name],
+                                                 dtype)})
 
+    # The Done-when figures first (BlackJAX's chain count and the saturated one), so that a
+    # budget cuts the other chain counts.
+    first = [c for c in args.chain_list if c in (args.jax_chains, max(args.chain_list))]
+    rates("fused_hmc", first)
     with budget.section("blackjax") as section:
         for dtype, child in children.items():
             for name in models:
@@ -341,6 +351,7 @@ def main() -> None:
                 PREDICTED_S["blackjax"] = max(PREDICTED_S["blackjax"], time.perf_counter() - start)
                 record.add("blackjax", point | answer)
 
+    rates("fused_hmc_more", [c for c in args.chain_list if c not in first])
     if args.ess:
         with budget.section("ess") as section:
             for name, model in models.items():
@@ -404,11 +415,14 @@ def print_tables(data: dict, args) -> None:
         print(f"\nESS at {args.ess_chains} chains, float64, {args.ess_warmup} + {args.ess_draws}: "
               "fused_hmc per-chain warm-up against BlackJAX ChEES")
         print(f"{'model':20s} {'sampler':10s} {'wall s':>8s} {'min ESS':>10s} {'ESS/s':>10s} "
-              f"{'worst sd':>8s}")
+              f"{'worst sd':>8s} {'fused/BJ':>9s}")
+        per_second = {(r["model"], r["sampler"]): r.get("ess_per_second") for r in data["ess"]}
         for r in data["ess"]:
+            ours, theirs = (per_second.get((r["model"], s)) for s in ("fused_hmc", "blackjax"))
+            versus = ours / theirs if r["sampler"] == "blackjax" and ours and theirs else None
             print(f"{r['model']:20s} {r['sampler']:10s} {fmt(r.get('wall_s'), '8.2f')} "
                   f"{fmt(r.get('min_bulk_ess'), '10.3g')} {fmt(r.get('ess_per_second'), '10.3g')} "
-                  f"{fmt(r.get('worst_mean_error_sd'), '8.3f')}")
+                  f"{fmt(r.get('worst_mean_error_sd'), '8.3f')} {fmt(versus, '9.1f')}")
     if data["skipped"]:
         print(f"\nskipped (budget or a failed BlackJAX process): {len(data['skipped'])} points")
 

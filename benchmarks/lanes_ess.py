@@ -18,7 +18,7 @@ def constrained_array(params: dict, x: np.ndarray) -> np.ndarray:
     fused_hmc.torch_model.Parameters(params) in its order, each flattened row-major."""
     from fused_hmc.torch_model import Parameters
 
-    values = Parameters(params).constrain(torch.from_numpy(np.asarray(x, dtype=np.float64)))
+    values = Parameters(params).constrain(torch.from_numpy(np.array(x, dtype=np.float64)))
     lead = x.shape[:2]
     return torch.cat([v.reshape(*lead, -1) for v in values.values()], -1).numpy()
 
@@ -39,7 +39,8 @@ def ess_summary(model, x: np.ndarray, seconds: float) -> dict:
         from fused_hmc.validation.posteriordb import load_reference
 
         ref = load_reference(library.posteriordb)
-        values = library.constrained_values(torch.from_numpy(np.asarray(x, np.float64))).numpy()
+        x64 = torch.from_numpy(np.array(x, dtype=np.float64))
+        values = library.constrained_values(x64).numpy()
         means = values.reshape(-1, values.shape[-1]).mean(0)
         out["worst_mean_error_sd"] = float(np.max(np.abs(means - np.asarray(ref.mean))
                                                   / np.asarray(ref.sd)))
