@@ -10,7 +10,6 @@ from .errors import CliError
 from .model_file import is_model_file
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx")
-GAUSSIANS = ("standard", "diagonal", "dense")
 
 
 def parameter_list(text: str) -> list[int | str]:
@@ -65,10 +64,12 @@ def is_cpp_path(text: str | None) -> bool:
 
 def target_kind(text: str) -> str:
     """argparse type of --target: a built-in target's name or a C++ file's path."""
-    if text in GAUSSIANS or is_cpp_path(text):
+    from ..targets import BUILT_IN
+
+    if text in BUILT_IN or is_cpp_path(text):
         return text
     raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(GAUSSIANS)} or a C++ file ending in "
+        f"must be one of {', '.join(BUILT_IN)} or a C++ file ending in "
         f"{', '.join(CPP_SUFFIXES)}, got {text!r}")
 
 

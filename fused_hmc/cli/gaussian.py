@@ -1,6 +1,6 @@
-"""``fused-hmc sample --target standard|diagonal|dense``: the built-in target the flags describe,
-chains started from the target itself (so at stationarity), the exact acceptance rate where one
-is known, and the moments checked against the exact ones."""
+"""``fused-hmc sample --target NAME``: the built-in target (fused_hmc.targets.BUILT_IN) the flags
+describe, the exact acceptance rate where one is known, and the moments checked against the exact
+ones. Its chains start from the target itself (BuiltInTarget.draw), so at stationarity."""
 from __future__ import annotations
 
 import argparse
@@ -17,70 +17,46 @@ _DEFAULT_EXACT_ACCEPTANCE = 0.9933021193
 
 
 def target_of(args: argparse.Namespace):
-    from ..targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
+    """The built-in target --target NAME and its flags describe (fused_hmc.targets.BUILT_IN)."""
+    from ..targets import BUILT_IN
 
-    d = args.dim
-    if args.scale is not None and args.target == "standard":
-        raise CliError("--scale", "needs --target diagonal or dense (standard has scale 1)")
-    if args.correlation is not None and args.target != "dense":
-        raise CliError("--correlation", "needs --target dense")
+    kind, d = BUILT_IN[args.target], args.dim
+    for flag in ("scale", "correlation"):
+        if getattr(args, flag) is not None and flag not in kind.flags:
+            takers = " or ".join(name for name, other in BUILT_IN.items() if flag in other.flags)
+            raise CliError(f"--{flag}", f"needs --target {takers}"
+                           + (f" ({args.target} has scale 1)" if flag == "scale" else ""))
     largest = torch.finfo(getattr(torch, args.dtype)).max
     if abs(args.mean) > largest:  # else the start overflows, blamed on q0
         raise CliError("--mean", f"{args.mean:g} overflows {args.dtype}, the chains' dtype (it "
                                  f"holds magnitudes up to {largest:.3g}); use --dtype float64")
     mu = torch.full((d,), args.mean, dtype=torch.float64)
-    if args.target == "standard":
-        return StandardGaussian(mu)
-    scale = args.scale or [1.0]
-    if len(scale) > 2:
-        raise CliError("--scale", f"takes one value or two (smallest, largest), got {len(scale)}")
-    scale = (torch.full((d,), scale[0], dtype=torch.float64) if len(scale) == 1 else
-             torch.logspace(math.log10(scale[0]), math.log10(scale[1]), d, dtype=torch.float64))
-    if args.target == "diagonal":
-        return DiagonalGaussian(mu, scale)
-    if d > MAX_DENSE_DIM:
-        raise CliError("--dim", f"--target dense supports dim <= {MAX_DENSE_DIM}, got {d}")
-    rho = args.correlation or 0.0
-    if d > 1 and not -1 / (d - 1) < rho < 1:
-        raise CliError("--correlation", f"must lie in (-1/(dim - 1), 1) = ({-1 / (d - 1):.4g}, 1) "
-                       f"for a positive definite covariance, got {rho:g}")
-    correlation = torch.full((d, d), rho, dtype=torch.float64).fill_diagonal_(1.0)
-    return DenseGaussian.from_covariance(mu, scale[:, None] * correlation * scale[None, :])
-
-
-def describe(target) -> str:
-    """The built-in target in the run's first line."""
-    from ..targets import DenseGaussian, DiagonalGaussian
-
-    mean = float(target.mu[0])
-    if isinstance(target, DiagonalGaussian):
-        lo, hi = float(target.scale.min()), float(target.scale.max())
-        scale = f"scale {lo:g}" if lo == hi else f"scale {lo:g} .. {hi:g}"
-        return f"N({mean:g}, diag(scale^2)), {scale}"
-    if isinstance(target, DenseGaussian):
-        return "dense N(mu, Sigma)" + (f", mean {mean:g}" if mean else "")
-    return f"N({mean:g}, I)"
-
-
-def start(target, chains: int, dtype: torch.dtype, device: torch.device,
-          generator: torch.Generator) -> torch.Tensor:
-    """Draws from the target itself, so the chains start at stationarity."""
-    from ..targets import StandardGaussian
-
-    z = torch.randn(chains, target.dim, device=device, dtype=dtype, generator=generator)
-    if isinstance(target, StandardGaussian):
-        return z + target.mu.to(dtype=dtype, device=device)
-    factor = torch.linalg.cholesky(target.covariance).to(dtype=dtype, device=device)
-    return z @ factor.T + target.mu.to(dtype=dtype, device=device)
+    scale = correlation = None
+    if "scale" in kind.flags:
+        scale = args.scale or [1.0]
+        if len(scale) > 2:
+            raise CliError("--scale", f"takes one value or two (smallest, largest), got "
+                                      f"{len(scale)}")
+        scale = (torch.full((d,), scale[0], dtype=torch.float64) if len(scale) == 1 else
+                 torch.logspace(math.log10(scale[0]), math.log10(scale[1]), d,
+                                dtype=torch.float64))
+    if kind.max_dim is not None and d > kind.max_dim:
+        raise CliError("--dim", f"--target {args.target} supports dim <= {kind.max_dim}, got {d}")
+    if "correlation" in kind.flags:
+        rho = args.correlation or 0.0
+        if d > 1 and not -1 / (d - 1) < rho < 1:
+            raise CliError("--correlation", f"must lie in (-1/(dim - 1), 1) = "
+                           f"({-1 / (d - 1):.4g}, 1) for a positive definite covariance, got "
+                           f"{rho:g}")
+        correlation = torch.full((d, d), rho, dtype=torch.float64).fill_diagonal_(1.0)
+    return kind.from_flags(mu, scale, correlation)
 
 
 def exact_acceptance(args, target, res) -> float | None:
     """The exact stationary acceptance rate where one is known: N(mu, I), identity mass, no jitter,
     a fixed L, one step size for every chain (gaussian_exact's isotropic case)."""
-    from ..targets import StandardGaussian
-
     step = res.step_size
-    if (not isinstance(target, StandardGaussian) or args.jitter
+    if (not target.unit_covariance or args.jitter
             or res.trajectory_length is not None or not bool((res.inverse_mass == 1).all())
             or not bool((step == step[0]).all())):
         return None

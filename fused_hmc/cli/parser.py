@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 
-from .. import __version__
+from .. import __version__, targets
 from .._limits import STAN_WINDOWS
 from . import bench, sample, validate
-from .flag_types import (CPP_SUFFIXES, GAUSSIANS, integer, lanes, model_kind, parameter_list,
-                         real, target_kind)
+from .flag_types import (CPP_SUFFIXES, integer, lanes, model_kind, parameter_list, real,
+                         target_kind)
 from .user_targets import MODEL_WARMUP
 
 DESCRIPTION = "Command line: ``fused-hmc sample|validate|bench`` (also ``python -m fused_hmc``)."
@@ -71,10 +71,9 @@ def _add_sample_parser(sub) -> None:
     flag("--jitter", type=real(0, 1, low_open=False), default=0.0,
          help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
     flag("--target", type=target_kind, default=None,
-         metavar="{" + ",".join(GAUSSIANS) + ",FILE.cpp}",
-         help="standard: N(mean, I); diagonal: N(mean, diag(scale^2)); dense: covariance "
-              "scale_i scale_j (correlation rho off the diagonal), dim <= 256; FILE.cpp (or "
-              + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
+         metavar="{" + ",".join(targets.BUILT_IN) + ",FILE.cpp}",
+         help="".join(f"{name}: {kind.flag_help}; " for name, kind in targets.BUILT_IN.items())
+              + "FILE.cpp (or " + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
               "first use and cached (docs/TARGETS.md), with --dim and --data "
               "(default: standard)")
     flag("--model", type=model_kind, default=None, metavar="NAME|FILE.py[:NAME]",

@@ -23,15 +23,16 @@ def figure(value: float) -> str:
 
 
 def is_user_target(target) -> bool:
-    from ..cpp_target import CppTarget
+    """A user's target (a CppTarget or TorchModel), not a built-in one."""
+    from ..targets import is_built_in
 
-    return isinstance(target, CppTarget)
+    return not is_built_in(target)
 
 
 def describe(args, target) -> str:
     """The target in the run's first line."""
     if not is_user_target(target):
-        return gaussian.describe(target)
+        return target.describe()
     path = Path(args.target) if is_cpp_path(getattr(args, "target", None)) else None
     return user_targets.describe(target, getattr(args, "library_model", None), path)
 

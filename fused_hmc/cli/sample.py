@@ -123,4 +123,4 @@ def target_and_start(args: argparse.Namespace, chains: int, device: torch.device
         return user.target, q0
     target = gaussian.target_of(args)
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    return target, gaussian.start(target, chains, dtype, device, generator)
+    return target, target.draw(chains, dtype, device, generator)

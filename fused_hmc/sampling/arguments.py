@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
-from .kernel import is_standard
+from .. import targets
+from ..targets import check_fits
 from .warmup import WarmupSettings
 
 INT64_MAX = 2**63 - 1
@@ -91,14 +91,15 @@ def check_target(target, mu, q: torch.Tensor):
 
     if isinstance(target, StoredCppTarget):
         raise UntrustedSourceError(f"target: {refusal('this StoredCppTarget (read from a file)')}")
-    if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian, CppTarget)):
-        raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
-                        f"DenseGaussian, or a fused_hmc.CppTarget, got {type(target).__name__}")
+    built_in = targets.is_built_in(target)
+    if not (built_in or isinstance(target, CppTarget)):
+        raise TypeError(f"target must be a fused_hmc.targets {targets.kinds()}, or a "
+                        f"fused_hmc.CppTarget, got {type(target).__name__}")
     if mu is not None:
         raise ValueError("pass the mean either as mu= or inside target=, not both")
     if target.dim != q.shape[1]:
         raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
-    if isinstance(target, CppTarget):
+    if not built_in:
         check_target_dim(target, q)
     return target
 

@@ -77,8 +77,9 @@ class Sampler:
         num_warmup: warm-up transitions run before sampling and not returned as draws, adapting
             the step size and a diagonal inverse mass (see :mod:`fused_hmc.sampling.warmup`: dual
             averaging after Hoffman & Gelman 2014 with Stan's constants, Stan's windows).
-        target: a :mod:`fused_hmc.targets` StandardGaussian, DiagonalGaussian or DenseGaussian
-            (default N(mu, I)); its gradient is computed inside the kernel.
+        target: a built-in target of :mod:`fused_hmc.targets` (StandardGaussian, DiagonalGaussian,
+            DenseGaussian, ...: targets.BUILT_IN) or a fused_hmc.CppTarget (default N(mu, I)); its
+            gradient is computed inside the kernel.
         target_accept: the average acceptance statistic warm-up aims for (default None: 0.8, as
             Stan's adapt_delta and NumPyro's target_accept_prob; 0.651, the ChEES paper's, with
             adapt_trajectory_length; see :mod:`fused_hmc.sampling.warmup`).

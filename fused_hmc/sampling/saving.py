@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .. import targets as targets_module
+from .. import targets
 from . import constrained, storage
 from .stored_target import StoredCppTarget
 from .warmup import WarmupSettings
@@ -40,9 +40,6 @@ NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_eva
 RESULT, NEXT, PREVIOUS = "fused_hmc", "fused_hmc_next", "fused_hmc_previous"
 # Attributes every result group has (NEWER_SCALARS and superchains may be absent: older files).
 REQUIRED = SCALARS + ("format", "seed", "samples", "warmup", "dtype", "device")
-_TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
-                                          targets_module.DiagonalGaussian,
-                                          targets_module.DenseGaussian)}
 
 
 # ---- pieces shared with checkpoints -------------------------------------------------------------
@@ -53,9 +50,7 @@ def write_target(parent, target) -> None:
     attribute; its lanes; its torch log_prob, a Python function, is not saved)."""
     if target is None:
         return
-    from ..cpp_target import CppTarget
-
-    if isinstance(target, (CppTarget, StoredCppTarget)):
+    if not targets.is_built_in(target):  # a CppTarget (a TorchModel) or a StoredCppTarget
         tensors = {k: v for k, v in target.data.items() if isinstance(v, torch.Tensor)}
         scalars = {k: v for k, v in target.data.items() if not isinstance(v, torch.Tensor)}
         group = parent.create_group("target", attributes={
@@ -86,9 +81,10 @@ def read_target(parent):
         return StoredCppTarget(str(group.attrs["source"]), int(group.attrs["dim"]), data,
                                group.attrs["names"], bool(group.attrs["gradient"]),
                                lanes if lanes == "auto" else int(lanes))
-    if kind not in _TARGETS:
+    built_in = targets.by_class_name(kind)
+    if built_in is None:
         raise ValueError(f"unknown target kind {kind!r} in the file")
-    return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))
+    return built_in(**storage.read_tensors(group, torch.device("cpu")))
 
 
 def warmup_attribute(settings: WarmupSettings | None) -> dict | None:
