@@ -55,8 +55,10 @@ def target_of(args: argparse.Namespace):
 def exact_acceptance(args, target, res) -> float | None:
     """The exact stationary acceptance rate where one is known: N(mu, I), identity mass, no jitter,
     a fixed L, one step size for every chain (gaussian_exact's isotropic case)."""
+    from ..targets import is_built_in
+
     step = res.step_size
-    if (not target.unit_covariance or args.jitter
+    if (not is_built_in(target) or not target.unit_covariance or args.jitter
             or res.trajectory_length is not None or not bool((res.inverse_mass == 1).all())
             or not bool((step == step[0]).all())):
         return None

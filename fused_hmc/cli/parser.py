@@ -73,7 +73,8 @@ def _add_sample_parser(sub) -> None:
     flag("--target", type=target_kind, default=None,
          metavar="{" + ",".join(targets.BUILT_IN) + ",FILE.cpp}",
          help="".join(f"{name}: {kind.flag_help}; " for name, kind in targets.BUILT_IN.items())
-              + "FILE.cpp (or " + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, compiled on "
+              + "FILE.cpp (or " + ", ".join(CPP_SUFFIXES[1:]) + "): your C++ log_density, "
+              "compiled on "
               "first use and cached (docs/TARGETS.md), with --dim and --data "
               "(default: standard)")
     flag("--model", type=model_kind, default=None, metavar="NAME|FILE.py[:NAME]",

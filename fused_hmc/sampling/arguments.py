@@ -157,6 +157,18 @@ def check_inverse_mass(inverse_mass, q: torch.Tensor) -> torch.Tensor | None:
     return t.to(q.dtype)
 
 
+def check_pooled(step_size: float | torch.Tensor, inverse_mass: torch.Tensor | None,
+                 settings: WarmupSettings) -> None:
+    """A pooled warm-up adapts one step size and inverse mass for all chains: none per chain."""
+    per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
+    if settings.pooled and (isinstance(step_size, torch.Tensor) or per_chain_mass):
+        what = ("adapt_trajectory_length=True (the pooled warm-up) adapts one trajectory "
+                "length, step size and inverse mass" if settings.adapt_trajectory_length
+                else "pooled=True adapts one step size and one inverse mass")
+        raise ValueError(f"{what} for all chains: pass a scalar step_size and an "
+                         "inverse_mass of shape [dim]")
+
+
 def check_jitter(jitter) -> float:
     if (isinstance(jitter, bool) or not isinstance(jitter, numbers.Real)
             or not math.isfinite(jitter) or not 0 <= jitter < 1):

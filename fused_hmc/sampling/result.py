@@ -47,7 +47,8 @@ class SampleResult(NamedTuple):
         num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
             next_transition counts them).
         target: the target sampled (a :mod:`fused_hmc.targets` built-in one, or a CppTarget;
-            N(mu, I) given as ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the trajectory settings
+            N(mu, I) given as ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the
+            trajectory settings
             (num_leapfrog_steps: with a trajectory length, the initial length in steps of ChEES,
             or unused).
         warmup: the warm-up's :class:`~fused_hmc.sampling.warmup.WarmupSettings` (asked for;

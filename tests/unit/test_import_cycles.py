@@ -1,6 +1,6 @@
-"""No import cycle anywhere in fused_hmc: the graph of its modules' imports (grimp reads every import
-statement, module-level and inside functions alike) has no path back from an imported module to
-its importer.
+"""No import cycle anywhere in fused_hmc: the graph of its modules' imports (grimp reads every
+import statement, module-level and inside functions alike) has no path back from an imported
+module to its importer.
 
 Function-level imports count: one that closes a cycle only defers it to run time, and the two
 modules still cannot be understood, tested or moved apart; the cycles this test replaced were of
