@@ -5,10 +5,10 @@ Bad flags end in one line naming the flag and exit status 2, as argparse's own e
 The modules, by job (each imports only those above it in this list):
 
 - errors: CliError and the one-line warnings;
-- flag_types: argparse types (numbers, --lanes, --target, --model);
 - data_file, model_file: --data FILE.json, and --model FILE.py's TorchModel;
+- flag_types: argparse types (numbers, --lanes, --target, --model);
 - user_targets: --model / --target FILE.cpp as a CppTarget, its start and first line;
-- gaussian: a built-in --target from the flags, its start, exact acceptance and moments;
+- gaussian: a built-in --target from the flags (targets.BUILT_IN), exact acceptance, moments;
 - diagnosed_draws, report, named_summary: what a run prints (ESS / R-hat over the first chains);
 - resume, ranks: --resume, and the process group under torchrun;
 - sample, bench, validate: the commands; parser: the flags; entry: ``main``.

@@ -74,3 +74,18 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path, monkeypatch)
 def test_the_packages_modules_are_in_the_graph(graph, module):
     """The graph sees the subpackages' modules (so the check above is not vacuous)."""
     assert len(graph.find_children(module)) > 5
+
+
+# fused_hmc/cli/'s modules in the order its docstring (and docs/ARCHITECTURE.md) lists them.
+CLI_ORDER = ["errors", "data_file", "model_file", "flag_types", "user_targets", "gaussian",
+             "diagnosed_draws", "report", "named_summary", "resume", "ranks", "sample", "bench",
+             "validate", "parser", "entry"]
+
+
+def test_each_cli_module_imports_only_those_listed_before_it(graph):
+    assert {m.rsplit(".", 1)[1] for m in graph.find_children("fused_hmc.cli")} == set(CLI_ORDER)
+    for i, name in enumerate(CLI_ORDER):
+        imported = {m.rsplit(".", 1)[1]
+                    for m in graph.find_modules_directly_imported_by(f"fused_hmc.cli.{name}")
+                    if m.startswith("fused_hmc.cli.")}
+        assert imported <= set(CLI_ORDER[:i]), (name, imported - set(CLI_ORDER[:i]))
