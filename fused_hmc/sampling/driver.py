@@ -47,7 +47,8 @@ class Sampler:
     ``fused_hmc.hmc_step(q, mu, rng="philox", seed=seed, transition=t)`` would for chain
     ``chain_offset + b``.
 
-    Args:
+    Args (the keyword arguments and their defaults are listed once, by
+    :class:`~fused_hmc.sampling.settings.SamplerOptions`; checked once into ``sampler.settings``):
         q0: [chains, dim] float32/float64 starting states (CPU or CUDA); copied, never modified.
         step_size: leapfrog step eps > 0: a number, or a [chains] tensor of per-chain step sizes
             (e.g. ``result.step_size`` of an earlier run). With warm-up, the initial step size eps0
