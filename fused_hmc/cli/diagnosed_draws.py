@@ -21,7 +21,7 @@ def diagnostic_window(chains: int, kept: int, dim: int,
     return min(chains, max(2, most)), draws, dims
 
 
-def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
+def diagnostic_draws(q0, options, res, window) -> torch.Tensor:
     """The first window[0] chains' first window[1] draws: from the result, or (without kept draws)
     by running those chains again with draws kept; chain b of either run is the same philox chain,
     so without pooled adaptation they are the very draws of the main run."""
@@ -37,6 +37,6 @@ def diagnostic_draws(q0, settings, res, window) -> torch.Tensor:
     first = res.next_transition - res.num_transitions  # the first sampling transition
     thin = res.thin
     transitions = thin * (first // thin + draws) - first  # the fewest that keep `draws`
-    settings = dict(settings, superchains=None)  # q0 already holds the superchains' starts
-    sub = Sampler(q0[:chains], keep_samples=True, progress=False, **settings).run(transitions)
+    options = dict(options, superchains=None)  # q0 already holds the superchains' starts
+    sub = Sampler(q0[:chains], keep_samples=True, progress=False, **options).run(transitions)
     return sub.samples

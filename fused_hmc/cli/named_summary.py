@@ -52,10 +52,10 @@ def constrained_moments(model, draws, chains: int) -> tuple[np.ndarray, np.ndarr
     return mean.numpy(), sd.numpy()
 
 
-def report_parameters(q0, settings, res, model) -> None:
+def report_parameters(q0, options, res, model) -> None:
     """The summary table in named parameters (a model's constrained ones when `model` is given):
     mean and sd over every chain and draw, ESS / R-hat over the first chains and draws
-    (diagnostic_window's budget). q0, settings: the run's, to rerun the first chains when no
+    (diagnostic_window's budget). q0, options: the run's start and Sampler options, to rerun the first chains when no
     draws were kept (None when resumed)."""
     from .. import diagnostics
 
@@ -75,7 +75,7 @@ def report_parameters(q0, settings, res, model) -> None:
         rows = min(len(names), diagnostics.SUMMARY_ROWS)
     chains = res.final_state.shape[0]
     window = diagnostic_window(chains, res.num_kept, target.dim, rows)
-    draws = diagnostic_draws(q0, settings, res, window) if can_draw and (
+    draws = diagnostic_draws(q0, options, res, window) if can_draw and (
         res.num_kept >= 4 or model is not None) else None
     if model is None:
         mean, sd = diagnostics.pooled_moments(res.mean.cpu().numpy(), res.var.cpu().numpy(),

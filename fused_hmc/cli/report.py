@@ -85,7 +85,7 @@ def warn_stuck_chains(res) -> None:
         warn(stuck_chains.describe(res, ids, stuck_chains.remedy(res, cli=True)))
 
 
-def report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
+def report_diagnostics(args, q0, options, res, adapting: bool) -> None:
     """ESS and R-hat of the first chains, draws and dimensions (diagnostic_window)."""
     from .. import diagnostics
 
@@ -96,7 +96,7 @@ def report_diagnostics(args, q0, settings, res, adapting: bool) -> None:
               + ", and no draws kept)")
     elif res.num_kept >= 4:
         window = diagnostic_window(args.chains, res.num_kept, args.dim)
-        draws = diagnostic_draws(q0, settings, res, window)
+        draws = diagnostic_draws(q0, options, res, window)
         diag = diagnostics.diagnose(draws, max_dims=window[2])
         how = "" if not no_draws else (
             "; those chains run again with draws kept"

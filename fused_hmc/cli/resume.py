@@ -54,7 +54,7 @@ def _resumed_target(args: argparse.Namespace):
     return user_targets.user_target(args).target
 
 
-def settings_of(args: argparse.Namespace, sampler, res) -> None:
+def flags_of(args: argparse.Namespace, sampler, res) -> None:
     """The flags a resumed run would have been given, for the report."""
     chains, args.dim = res.final_state.shape
     args.chains, args.dtype = chains, str(res.final_state.dtype).removeprefix("torch.")

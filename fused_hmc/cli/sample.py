@@ -13,7 +13,8 @@ from .errors import CliError
 from .flag_types import device as device_of
 
 
-def sampler_settings(args: argparse.Namespace, target) -> dict:
+def sampler_options(args: argparse.Namespace, target) -> dict:
+    """The Sampler keyword arguments (sampling.settings.SamplerOptions) the flags give."""
     return dict(step_size=args.step_size, num_leapfrog_steps=args.leapfrog, thin=args.thin,
                 seed=args.seed, target=target, num_warmup=args.warmup,
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
@@ -49,7 +50,7 @@ def _sample_ranks(args: argparse.Namespace, launch: ranks.Ranks) -> int:
         target, q0 = target_and_start(args, launch.world * args.chains, launch.device)
         sampler = Sampler(q0[launch.rows(args.chains)], keep_samples=args.keep_samples,
                           progress=not args.no_progress and launch.rank == 0, out=launch.store(),
-                          process_group=launch.group, **sampler_settings(args, target))
+                          process_group=launch.group, **sampler_options(args, target))
         start = time.perf_counter()
         res = sampler.run(args.samples)
         launch.report(res, time.perf_counter() - start)
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if launch is not None:
         return _sample_ranks(args, launch)
     if args.resume is not None:
-        sampler, q0, settings = resume.resumed_sampler(args), None, None
+        sampler, q0, options = resume.resumed_sampler(args), None, None
         target = sampler.target
     else:
         if args.superchains is not None and args.chains % args.superchains:
@@ -84,25 +85,25 @@ def run(args: argparse.Namespace) -> int:
             from ..sampling.superchains import superchain_starts
 
             q0 = superchain_starts(q0, args.superchains)
-        settings = sampler_settings(args, target)
+        options = sampler_options(args, target)
         sampler = Sampler(q0, keep_samples=args.keep_samples, progress=not args.no_progress,
                           out=args.out, checkpoint=args.checkpoint,
-                          checkpoint_every=args.checkpoint_every, **settings)
+                          checkpoint_every=args.checkpoint_every, **options)
     plot_params = report.plot_params(args, target)
     start = time.perf_counter()
     res = sampler.run(None if args.resume is not None else args.samples)  # the device has finished
     elapsed = time.perf_counter() - start
     if args.resume is not None:
-        resume.settings_of(args, sampler, res)
+        resume.flags_of(args, sampler, res)
         device = res.final_state.device
     adapting = args.warmup > 0 and (args.adapt_step_size or args.adapt_mass_matrix
                                     or args.adapt_trajectory_length)
     report.report_run(args, device, target, res, adapting)
     if report.is_user_target(target):
-        named_summary.report_parameters(q0, settings, res, getattr(args, "library_model", None))
+        named_summary.report_parameters(q0, options, res, getattr(args, "library_model", None))
     else:
         gaussian.report_moments(target, res)
-        report.report_diagnostics(args, q0, settings, res, adapting)
+        report.report_diagnostics(args, q0, options, res, adapting)
     report.report_time(args, res, elapsed)
     if res.samples_path is not None:
         print(f"draws             in {res.samples_path} with the whole result "
@@ -116,7 +117,7 @@ def target_and_start(args: argparse.Namespace, chains: int, device: torch.device
     """(the target the resolved flags name, the start of `chains` chains on `device`): a user's
     target starts as Stan's chains do (its --dim checked there), a built-in one at stationarity."""
     dtype = getattr(torch, args.dtype)
-    if user_targets.is_user_target(args):
+    if user_targets.wants_user_target(args):
         user = user_targets.user_target(args)
         q0 = user_targets.start(user, chains, dtype, device, args.seed)
         user_targets.check_dim(user, q0)

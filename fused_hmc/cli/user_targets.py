@@ -34,7 +34,7 @@ class UserTarget(NamedTuple):
     model: object | None  # the fused_hmc.models.Model, or None for a C++ file
 
 
-def is_user_target(args) -> bool:
+def wants_user_target(args) -> bool:
     """Whether the resolved flags name a user's target (--model or --target FILE.cpp)."""
     return args.library_model is not None or is_cpp_path(args.target)
 
