@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .._limits import LIMITS, STAN_WINDOWS
-from .arguments import (check_flag, check_inverse_mass, check_jitter, check_mu, check_path,
+from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter, check_mu, check_path,
                         check_pooled, check_seconds, check_step_size, check_step_size_fits,
                         check_target, check_trajectory, count)
 from .superchains import check_superchains
@@ -124,10 +124,11 @@ class SamplerSettings:
 
 
 def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
-    """Every option checked (each by its one check, in this order) against the chains q."""
-    o = options
+    """Every option checked (each by its one check, in this order) against the chains q (whose
+    values only the target's check reads: a C++ target's log density at each start)."""
+    o, chains = options, Chains.of(q)
     target = check_target(o.target, o.mu, q)
-    superchains = check_superchains(o.superchains, q.shape[0])
+    superchains = check_superchains(o.superchains, chains.count)
     keep_samples = check_flag("keep_samples", o.keep_samples)
     out = check_path("out", o.out)
     if out is not None and not keep_samples:
@@ -135,7 +136,7 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
                          "none: pass one or the other")
     checkpoint = check_path("checkpoint", o.checkpoint)
     checkpoint_every = check_seconds("checkpoint_every", o.checkpoint_every)
-    step_size = check_step_size(o.step_size, q)
+    step_size = check_step_size(o.step_size, chains)
     num_leapfrog_steps = count("num_leapfrog_steps", o.num_leapfrog_steps, 1,
                                LIMITS["kMaxLeapfrogSteps"])
     warmup = WarmupSettings(o.num_warmup, o.target_accept, o.adapt_step_size,
@@ -144,8 +145,8 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
     trajectory_length, max_leapfrog_steps = check_trajectory(
         o.trajectory_length, o.max_leapfrog_steps, num_leapfrog_steps, warmup)
     jitter = check_jitter(o.jitter)
-    check_step_size_fits(step_size, jitter, warmup, q)
-    inverse_mass = check_inverse_mass(o.inverse_mass, q)
+    check_step_size_fits(step_size, jitter, warmup, chains)
+    inverse_mass = check_inverse_mass(o.inverse_mass, chains)
     check_pooled(step_size, inverse_mass, warmup)
     thin = count("thin", o.thin, 1)
     chunk_size = None if o.chunk_size is None else count("chunk_size", o.chunk_size, 1)
@@ -154,7 +155,7 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
     if o.seed is not None and o.generator is not None:
         raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
     seed = None if o.seed is None else count("seed", o.seed, 0, 2**64 - 1)
-    mu = check_mu(o.mu, q) if target is None else None
+    mu = check_mu(o.mu, chains) if target is None else None
     return SamplerSettings(
         target=target, mu=mu, superchains=superchains, keep_samples=keep_samples, out=out,
         checkpoint=checkpoint, checkpoint_every=checkpoint_every, step_size=step_size,
