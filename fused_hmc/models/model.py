@@ -32,9 +32,9 @@ class TorchForm(NamedTuple):
 
     def model(self):
         """The compiled ``fused_hmc.TorchModel`` (traced and compiled here, cached on disk)."""
-        import fused_hmc
+        from ..torch_model import TorchModel
 
-        return fused_hmc.TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
+        return TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +120,7 @@ class Model:
         if gradient and self.gradient_source is None:
             raise ValueError(f"{self.name} has no hand-written gradient_source; use gradient=False "
                              "(automatic gradient by dual numbers)")
-        from fused_hmc import CppTarget
+        from ..cpp_target import CppTarget
 
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),

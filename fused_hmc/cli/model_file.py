@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .cli import CliError
+from .errors import CliError
 
 _SPEC = re.compile(r"^(?P<path>.+\.py)(?::(?P<name>[A-Za-z_]\w*))?$")
 
@@ -28,19 +28,6 @@ def is_model_file(text: str | None) -> bool:
     return text is not None and _SPEC.match(text) is not None
 
 
-def model_kind(text: str) -> str:
-    """argparse type of --model: a library model's name or path.py[:NAME]."""
-    import argparse
-
-    from .models import MODELS
-
-    if text in MODELS or is_model_file(text):
-        return text
-    raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(sorted(MODELS))} or a Python file path/to/model.py[:NAME] "
-        f"defining a fused_hmc.TorchModel, got {text!r}")
-
-
 class FileModel:
     """A TorchModel from a file, with what the CLI asks of a library Model."""
 
@@ -48,7 +35,7 @@ class FileModel:
     gradient_source = None
 
     def __init__(self, model, label: str):
-        from .sampling import constrained
+        from ..sampling import constrained
 
         self.torch_model, self.name, self.dim = model, label, model.dim
         self.names = tuple(model.names)
@@ -58,7 +45,7 @@ class FileModel:
         return self.torch_model
 
     def constrained_values(self, x: torch.Tensor) -> torch.Tensor:
-        from .sampling import constrained
+        from ..sampling import constrained
 
         return constrained.flatten(self.torch_model.constrain(x), lead=x.ndim - 1)
 
@@ -69,7 +56,7 @@ class FileModel:
 
 def load(spec: str, data: dict | None) -> FileModel:
     """The TorchModel `spec` (path.py[:NAME]) names, built with `data` where NAME is a function."""
-    from .torch_model import TorchModel, TorchModelError
+    from ..torch_model import TorchModel, TorchModelError
 
     match = _SPEC.match(spec)
     path, name = Path(match["path"]), match["name"]

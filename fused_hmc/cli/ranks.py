@@ -20,7 +20,9 @@ from pathlib import Path
 
 import torch
 
-from .cli import CliError, warn, warn_high_r_hat
+from .errors import CliError, warn
+from .flag_types import default_device
+from .report import warn_high_r_hat
 
 # Flags a distributed run does not support yet.
 _UNSUPPORTED = (("checkpoint", "--checkpoint"), ("resume", "--resume"), ("plot", "--plot"),
@@ -49,7 +51,7 @@ class Ranks:
 
         self.world, self.rank = world, int(os.environ.get("RANK", "0"))
         self.chains_per_rank = args.chains
-        cuda = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda"
+        cuda = (args.device or default_device()) == "cuda"
         if cuda:
             local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
             if local >= gpus:  # NCCL cannot put two ranks on one GPU
@@ -73,7 +75,7 @@ class Ranks:
         differs (one all-gather of a digest per flag)."""
         import torch.distributed as dist
 
-        from .sampling.distributed import digest
+        from ..sampling.distributed import digest
 
         mine = [digest(repr(getattr(args, dest))) for dest, _, _ in args.sample_flags]
         every = [None] * self.world
@@ -88,7 +90,7 @@ class Ranks:
 
     def store(self) -> Path | None:
         """This rank's store under --out, or None."""
-        from .sampling.rank_stores import rank_store
+        from ..sampling.rank_stores import rank_store
 
         return None if self.out is None else rank_store(self.out, self.rank)
 
@@ -103,7 +105,7 @@ class Ranks:
         summary = res.global_summary
         diag = summary.print(res)  # res.summary() of every rank's chains
         if summary.stuck_count:
-            from .sampling import stuck_chains
+            from ..sampling import stuck_chains
 
             warn(stuck_chains.describe(res, list(summary.stuck_ids),
                                        stuck_chains.remedy(res, cli=True),
@@ -121,7 +123,7 @@ class Ranks:
         print(f"time              {elapsed:.3f} s on rank 0 ({per_s:,.0f} transitions/s, "
               f"{per_s * res.global_summary.chains:,.3g} chain-transitions/s over every rank)")
         if self.out is not None:
-            from .sampling import rank_stores
+            from ..sampling import rank_stores
 
             rank_stores.write_summary(self.out, res.global_summary,
                                       [self.chains_per_rank] * self.world)
