@@ -74,19 +74,11 @@ PREDICTED_S = {"rate": 3.0, "blackjax": 8.0, "ess_fused_hmc": 30.0, "ess_blackja
 
 
 def auto_lanes_target(model):
-    """The model as a TorchModel whose lanes each run chooses (lanes="auto"). Where TorchModel
-    takes only a number, any number above 1 generates the same rows-form source (codegen.py uses
-    it for that choice only), so the target is built over 32 lanes and then given CppTarget's
-    "auto", which lanes_for and op_name read."""
+    """The model as a TorchModel whose lanes each run chooses (lanes="auto", the default)."""
     import fused_hmc
 
-    try:
-        return fused_hmc.TorchModel(model.fn, model.params, data=model.data, lanes="auto")
-    except ValueError as exc:
-        if "lanes must be one of" not in str(exc):
-            raise
-    target = fused_hmc.TorchModel(model.fn, model.params, data=model.data, lanes=32)
-    target.lanes = "auto"
+    target = fused_hmc.TorchModel(model.fn, model.params, data=model.data)
+    assert target.lanes == "auto", "the model's density has no loop over data rows"
     return target
 
 
