@@ -4,17 +4,22 @@
 #include <ATen/Dispatch.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 #include <tuple>
 
-#include "../math/gaussian_hmc.h"
+#include "../math/mass_matrix.h"
+#include "../math/metropolis.h"
 #include "../math/noise_streams.h"
-#include "../math/philox.h"
-#include "../math/philox_transition.h"
 #include "../math/stream_key.h"
+#include "../math/targets/reference_gaussian.h"
+#include "../math/targets/standard_gaussian.h"
+#include "../math/transition.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 #include "chain_blocks.h"
+#include "chains_cpu.h"
+#include "serial_group.h"
 
 namespace fused_hmc {
 namespace {
@@ -24,73 +29,86 @@ using at::Tensor;
 // Chains per block at least (chain_blocks.h): a transition of one chain is a few microseconds.
 constexpr int64_t kChainsPerBlock = 16;
 
-// q_new's row holds the proposal; a rejected chain gets q's row back.
+// The transition op's noise policy (math/transition.h) for given tensors (and the torch mode's
+// draws, made first): the chain's momentum row, and its uniform u in its own dtype (float or
+// double), under the reference's Metropolis test.
 template <typename scalar_t, typename uniform_t>
-bool accept_or_revert(const scalar_t* q_row, scalar_t* out_row, int64_t dim, scalar_t change_sum,
-                      uniform_t uniform) {
-  const bool accepted = metropolis_accept(uniform, log_accept_ratio(change_sum));
-  if (!accepted) std::copy(q_row, q_row + dim, out_row);
-  return accepted;
+struct GivenNoise {
+  const scalar_t* momentum;  // [dim]
+  uniform_t uniform;
+
+  void draw_row(int64_t dim, scalar_t* z) const { std::copy(momentum, momentum + dim, z); }
+  float jitter_uniform() const { return 0.0f; }
+  float trajectory_uniform() const { return 0.0f; }
+  void await_uniform() const {}
+  bool accepts(scalar_t log_alpha) const { return metropolis_accept(uniform, log_alpha); }
+};
+
+// Another noise policy whose momentum row is also written to `trace` [dim] (null: not traced).
+template <class Noise, typename scalar_t>
+struct TracedNoise : Noise {
+  scalar_t* trace;
+  void draw_row(int64_t dim, scalar_t* z) const {
+    Noise::draw_row(dim, z);
+    if (trace != nullptr) std::copy(z, z + dim, trace);
+  }
+};
+
+// One transition of every chain of q [B, d] (contiguous) into q_new (q's row, updated in place
+// where accepted): math/transition.h's body on the serial group, with noise_of(b) chain b's noise
+// policy and unit mass.
+template <class Target, class NoiseOf, typename scalar_t = typename Target::Scalar>
+void transition_chains(const Target& target, const Tensor& q, double step_size, int num_steps,
+                       const NoiseOf& noise_of, Tensor& q_new, Tensor& accepted) {
+  const int64_t batch = q.size(0), dim = q.size(1);
+  const scalar_t* q_ptr = q.data_ptr<scalar_t>();
+  scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
+  bool* acc_ptr = accepted.data_ptr<bool>();
+  const Trajectory trajectory{step_size, 0.0, num_steps, 0.0};
+  const auto make_arrays = [&] { return chains_cpu::TrajectoryArrays<scalar_t>(dim); };
+  chains_cpu::for_chain_blocks(batch, chains_cpu::chain_block_size(batch, kChainsPerBlock),
+                               make_arrays, [&](chains_cpu::TrajectoryArrays<scalar_t>& arrays,
+                                                int64_t begin, int64_t end) {
+    ForceCarry<scalar_t> none{nullptr, nullptr, false};
+    for (int64_t b = begin; b < end; ++b) {
+      scalar_t* row = out_ptr + b * dim;
+      std::copy(q_ptr + b * dim, q_ptr + (b + 1) * dim, row);
+      acc_ptr[b] = transition(arrays.group(), target, noise_of(b), IdentityMass{}, row, trajectory,
+                              none)
+                       .accepted;
+    }
+  });
 }
 
-// q, mu, momentum, uniform contiguous; uniform_t is float or double.
+// q, mu, momentum, uniform contiguous; uniform_t is float or double. ReferenceGaussian: the
+// reference's rounding, so q_new is its bits.
 template <typename scalar_t, typename uniform_t>
 void transition_with_noise(const Tensor& q, const Tensor& mu, const Tensor& momentum,
                            const Tensor& uniform, double step_size, int num_steps, Tensor& q_new,
                            Tensor& accepted) {
   const int64_t dim = q.size(1);
-  const auto steps = step_sizes<scalar_t>(step_size);
-  const scalar_t* q_ptr = q.data_ptr<scalar_t>();
-  const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
   const scalar_t* p_ptr = momentum.data_ptr<scalar_t>();
   const uniform_t* u_ptr = uniform.data_ptr<uniform_t>();
-  scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
-  bool* acc_ptr = accepted.data_ptr<bool>();
-  const int64_t batch = q.size(0);
-  chains_cpu::for_chain_blocks(batch, chains_cpu::chain_block_size(batch, kChainsPerBlock),
-                               [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const scalar_t* q_row = q_ptr + b * dim;
-      const scalar_t* p_row = p_ptr + b * dim;
-      scalar_t* out_row = out_ptr + b * dim;
-      scalar_t change_sum = 0;
-      for (int64_t j = 0; j < dim; ++j) {
-        scalar_t qj = q_row[j], pj = p_row[j];
-        leapfrog_exact(qj, pj, mu_ptr[j], steps, num_steps);
-        change_sum += energy_change_twice(q_row[j] - mu_ptr[j], p_row[j], qj - mu_ptr[j], pj);
-        out_row[j] = qj;
-      }
-      acc_ptr[b] = accept_or_revert(q_row, out_row, dim, change_sum, u_ptr[b]);
-    }
-  });
+  const ReferenceGaussian<scalar_t> target{mu.data_ptr<scalar_t>(), dim};
+  transition_chains(target, q, step_size, num_steps, [&](int64_t b) {
+    return GivenNoise<scalar_t, uniform_t>{p_ptr + b * dim, u_ptr[b]};
+  }, q_new, accepted);
 }
 
-// Native philox stream; optionally records the momentum and uniform it drew.
+// Native philox stream on the standard target; optionally records the momentum and uniform it drew.
 template <typename scalar_t>
 void transition_philox(const Tensor& q, const Tensor& mu, const PhiloxStream& stream,
                        uint64_t transition, double step_size, int num_steps, Tensor& q_new,
                        Tensor& accepted, scalar_t* momentum_out, float* uniform_out) {
   const int64_t dim = q.size(1);
-  const auto steps = step_sizes<scalar_t>(step_size);
-  const scalar_t* q_ptr = q.data_ptr<scalar_t>();
-  const scalar_t* mu_ptr = mu.data_ptr<scalar_t>();
-  scalar_t* out_ptr = q_new.data_ptr<scalar_t>();
-  bool* acc_ptr = accepted.data_ptr<bool>();
-  const int64_t batch = q.size(0);
-  chains_cpu::for_chain_blocks(batch, chains_cpu::chain_block_size(batch, kChainsPerBlock),
-                               [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const scalar_t* q_row = q_ptr + b * dim;
-      scalar_t* out_row = out_ptr + b * dim;
-      const scalar_t change_sum =
-          philox_proposal(stream, b, transition, dim, q_row, mu_ptr, steps, num_steps, out_row,
-                          momentum_out ? momentum_out + b * dim : nullptr);
-      const float u = stream_uniform(stream, b, transition);
-      if (uniform_out) uniform_out[b] = u;
-      acc_ptr[b] = philox_accept(u, log_accept_ratio(change_sum));
-      if (!acc_ptr[b]) std::copy(q_row, q_row + dim, out_row);
-    }
-  });
+  const StandardGaussian<scalar_t> target{mu.data_ptr<scalar_t>(), dim};
+  transition_chains(target, q, step_size, num_steps, [&](int64_t b) {
+    const auto chain = static_cast<uint64_t>(b);
+    if (uniform_out) uniform_out[b] = stream_uniform(stream, chain, transition);
+    return TracedNoise<PhiloxNoise<scalar_t>, scalar_t>{
+        {stream, chain, transition, transition_uniforms(stream, chain, transition)},
+        momentum_out ? momentum_out + b * dim : nullptr};
+  }, q_new, accepted);
 }
 
 std::tuple<Tensor, Tensor> allocate_outputs(const Tensor& q) {

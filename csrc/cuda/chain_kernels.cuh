@@ -49,11 +49,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
-  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+  const LaneGroup<scalar_t, GROUP, CHUNKS> group(
+      seat, c.dim, tuned_shared_memory<scalar_t>() + slot * c.dim);
 
-  scalar_t q[CHUNKS][4];
+  Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
-                                          scalar_t(0), q);
+                                          scalar_t(0), q.v);
   CoordinateCoefficients<Target, CHUNKS, UNIT_MASS> coefficients;
   coefficients.template load<GROUP>(target, c.dim, UNIT_MASS ? nullptr : c.inv_mass + g * c.dim,
                                     seat);
@@ -88,9 +89,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
         record = {row, row + c.dim, row + 2 * c.dim};
       }
     }
-    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients, drawn,
-        step_size, c.jitter, c.num_steps, length, x_shared, carry, record);
+    const auto decision = transition(
+        group, target, PhiloxNoise<scalar_t>{c.stream, stream_chain, static_cast<uint64_t>(t), drawn},
+        coefficients, q, Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
     if constexpr (RECORD) {
       if (row != nullptr && seat.lane == 0) {
         row[3 * c.dim] = static_cast<double>(decision.accept_prob());
@@ -106,8 +107,8 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
     if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
-    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, clock.kept_index(), seat.lane, c.dim, q,
-                                             mean, m2);
+    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, clock.kept_index(), seat.lane, c.dim,
+                                             q.v, mean, m2);
     if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
 
   const double accept_prob_total = accept_prob_sum.total();
   if (!seat.live) return;
-  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   if (kMomentsInRegisters) {
     transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
   }
@@ -135,11 +136,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t row = seat.live ? chain : 0;
-  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+  const LaneGroup<scalar_t, GROUP, CHUNKS> group(
+      seat, c.dim, tuned_shared_memory<scalar_t>() + slot * c.dim);
 
-  scalar_t q[CHUNKS][4];
+  Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,
-                                          scalar_t(0), q);
+                                          scalar_t(0), q.v);
   CoordinateCoefficients<Target, CHUNKS> coefficients;
   coefficients.template load<GROUP>(target, c.dim, c.inv_mass + row * c.dim, seat);
   auto& inv_mass = coefficients.inv_mass;
@@ -159,10 +161,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     step_size = group_broadcast<GROUP>(step_size);
-    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
-        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory),
-        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared, carry);
+    const PhiloxNoise<scalar_t> noise{
+        c.stream, stream_chain, static_cast<uint64_t>(t),
+        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory)};
+    const auto decision =
+        transition(group, target, noise, coefficients, q,
+                   Trajectory{step_size, c.jitter, c.num_steps, c.trajectory_length}, carry);
     gradients += decision.gradient_evaluations;
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
@@ -175,7 +179,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       for (int k = 0; k < CHUNKS; ++k) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          welford_update(mean[k][e], m2[k][e], static_cast<double>(q[k][e]), inv_count);
+          welford_update(mean[k][e], m2[k][e], static_cast<double>(q.v[k][e]), inv_count);
         }
       }
     }
@@ -199,7 +203,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
 
   if (!seat.live) return;
-  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
                                            inv_mass);
   transfer_moments<GROUP, CHUNKS, true>(p.window_mean, p.window_m2, chain, seat.lane, c.dim, mean,

@@ -50,7 +50,7 @@ TransitionParams<scalar_t> base_params(const Tensor& q, const Tensor& mu, Output
   p.accepted = out.accepted.data_ptr<bool>();
   p.batch = q.size(0);
   p.dim = q.size(1);
-  p.steps = step_sizes<scalar_t>(step_size);
+  p.step_size = step_size;
   p.num_steps = static_cast<int>(num_steps);
   p.vectorized = rows_vectorizable(p.q, p.dim, sizeof(scalar_t)) &&
                  rows_vectorizable(p.mu, p.dim, sizeof(scalar_t)) &&

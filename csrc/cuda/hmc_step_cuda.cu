@@ -1,11 +1,11 @@
 // CUDA kernels: one HMC transition of N(mu, I) for every chain in one launch, noise drawn inside.
 //
-// A group of threads owns a chain (group_shape.h). Each thread draws the momentum of its chunks,
-// integrates them (leapfrog from math/gaussian_hmc.h), and the group sums the energy change; every
-// lane decides from the sum. The block's Metropolis uniforms are formed by its first threads, one
-// per chain, ahead of the trajectory. Three noise sources share the kernel: caller-supplied
-// tensors, the native philox stream, and torch's own stream (the numbers torch.randn_like(q) and
-// torch.rand(B) would draw, noise_streams.h). Seed and offset come from the torch generator's
+// math/transition.h's body on the lane group (tuned_group.cuh), as the chain kernels run it: the
+// native philox stream on the standard target (StandardGaussian), caller-supplied tensors and
+// torch's own stream (the numbers torch.randn_like(q) and torch.rand(B) would draw,
+// noise_streams.h) on the reference's rounding of it (ReferenceGaussian), bit for bit the
+// reference's q_new. The block's Metropolis uniforms are formed by its first threads, one per
+// chain, ahead of the trajectory. Seed and offset come from the torch generator's
 // philox_cuda_state and are unpacked in the kernel, so CUDA graph replays draw fresh numbers.
 // The host side (checks, outputs, generator) is hmc_step_cuda.cpp.
 #include <tuple>  // before PhiloxUtils.cuh, whose unpack() returns std::tuple without including it
@@ -13,12 +13,15 @@
 
 #include <ATen/cuda/PhiloxUtils.cuh>
 
-#include "../math/gaussian_hmc.h"
+#include "../math/metropolis.h"
 #include "../math/noise_streams.h"
-#include "../math/philox_transition.h"
+#include "../math/targets/reference_gaussian.h"
+#include "../math/targets/standard_gaussian.h"
+#include "../math/transition.h"
 #include "chain_group.cuh"
 #include "chunk_io.cuh"
 #include "launch_params.h"
+#include "tuned_group.cuh"
 
 namespace fused_hmc {
 namespace {
@@ -107,11 +110,38 @@ __device__ __forceinline__ bool chain_accepts(const TransitionParams<scalar_t>& 
   }
 }
 
+// The kernel's noise policy (math/transition.h): the chain's momentum from SOURCE (traced to
+// momentum_out when asked), and the test against its uniform's log, which the block's first threads
+// form in log_uniform (shared memory) while the trajectory runs: await_uniform is their barrier.
+template <NoiseSource SOURCE, typename scalar_t>
+struct KernelNoise {
+  const TransitionParams<scalar_t>& p;
+  RngKey key;
+  int64_t chain;
+  const LogUniform<SOURCE>* log_uniform;
+
+  __device__ void draw(int64_t j0, int64_t dim, scalar_t (&z)[4]) const {
+    draw_momentum<SOURCE>(p, key, chain, static_cast<int>(j0), static_cast<int>(dim), z);
+    if (p.momentum_out != nullptr) store_chunk(p.momentum_out + chain * dim, j0, dim, false, z);
+  }
+  __device__ float jitter_uniform() const { return 0.0f; }
+  __device__ float trajectory_uniform() const { return 0.0f; }
+  __device__ void await_uniform() const { __syncthreads(); }
+  __device__ bool accepts(scalar_t log_alpha) const {
+    return chain_accepts<SOURCE>(p, *log_uniform, log_alpha);
+  }
+};
+
+// The philox mode's target is the run op's standard one (fused leapfrog); the others promise the
+// reference's bits and take its rounding.
+template <NoiseSource SOURCE, typename scalar_t>
+using KernelTarget = std::conditional_t<SOURCE == NoiseSource::kPhilox, StandardGaussian<scalar_t>,
+                                        ReferenceGaussian<scalar_t>>;
+
 // Blocks of 256 threads per SM that the one-chunk shapes must fit: the kernel is instruction-bound
-// at 1M chains and wants the warps. Integrating a chunk's 4 coordinates together holds them all
-// live; these bounds (40 registers a thread in float32, 48 for the torch stream's draws, 64 in
-// float64) keep the occupancy the coordinate-at-a-time loop had, except float64 given noise (5
-// blocks before; 4 now, as 48 registers would spill).
+// at 1M chains and wants the warps. These bounds (40 registers a thread in float32, 48 for the
+// torch stream's draws, 64 in float64) keep the occupancy the coordinate-at-a-time loop had,
+// except float64 given noise (5 blocks before; 4 now, as 48 registers would spill).
 template <typename scalar_t, NoiseSource SOURCE, int CHUNKS>
 constexpr int kMinBlocksPerSm = CHUNKS != 1             ? 1
                                 : sizeof(scalar_t) == 8 ? 4
@@ -123,12 +153,11 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
                                   kMinBlocksPerSm<scalar_t, SOURCE, CHUNKS>)
     hmc_transition_kernel(const TransitionParams<scalar_t> p) {
   constexpr int kChains = GroupGeometry<GROUP>::kChainsPerBlock;
-  const int lane = threadIdx.x % GROUP;
   const int slot = threadIdx.x / GROUP;  // the chain's place in the block
   const int64_t first_chain = static_cast<int64_t>(blockIdx.x) * kChains;
   const int64_t chain = first_chain + slot;
-  const bool live = chain < p.batch;  // dead lanes still join the group's shuffles and the barrier
-  const int dim = static_cast<int>(p.dim);  // at most kMaxCudaDim (check_dim_supported)
+  // dead lanes still join the group's shuffles and the barriers
+  const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < p.batch};
   const RngKey key = SOURCE == NoiseSource::kExternal ? RngKey{0, 0} : unpack_key(p);
 
   // The uniform's Philox block and log cost a warp the same whether one lane or all form them, so
@@ -138,55 +167,22 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
     log_uniforms[threadIdx.x] = chain_log_uniform<SOURCE>(p, key, first_chain + threadIdx.x);
   }
 
-  const scalar_t* q_row = p.q + chain * dim;
-  scalar_t current[CHUNKS][4], proposal[CHUNKS][4];
-  scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int j0 = 4 * (lane + c * GROUP);
-    if (!live || j0 >= dim) continue;
-    scalar_t mu[4], momentum[4] = {};  // entries past dim stay 0 (float64 draws leave them unset)
-    load_chunk(q_row, j0, dim, p.vectorized, current[c]);
-    load_chunk(p.mu, j0, dim, p.vectorized, mu);
-    draw_momentum<SOURCE>(p, key, chain, j0, dim, momentum);
-    // The chunk's 4 coordinates integrate together (entries past dim too, then left unused).
-    scalar_t x0[4], x[4], mom[4];  // x: the proposal less mu
-#pragma unroll
-    for (int e = 0; e < 4; ++e) x0[e] = current[c][e] - mu[e], mom[e] = momentum[e];
-    if constexpr (SOURCE == NoiseSource::kPhilox) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[e] = x0[e];
-      leapfrog_fused(x, mom, p.steps, p.num_steps);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) proposal[c][e] = x[e] + mu[e];
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) proposal[c][e] = current[c][e];
-      leapfrog_exact(proposal[c], mom, mu, p.steps, p.num_steps);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[e] = proposal[c][e] - mu[e];
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (j0 + e < dim) change[c] += energy_change_twice(x0[e], momentum[e], x[e], mom[e]);
-    }
-    if (p.momentum_out != nullptr) store_chunk(p.momentum_out + chain * dim, j0, dim, false, momentum);
-  }
-  const scalar_t change_sum = group_chunk_sum<GROUP>(change);  // every lane holds the root
-
-  __syncthreads();  // log_uniforms are written
-  if (!live) return;
-  const bool accepted = chain_accepts<SOURCE>(p, log_uniforms[slot], log_accept_ratio(change_sum));
-  if (lane == 0) p.accepted[chain] = accepted;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int j0 = 4 * (lane + c * GROUP);
-    if (j0 >= dim) continue;
-    scalar_t kept[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) kept[e] = accepted ? proposal[c][e] : current[c][e];
-    store_chunk(p.q_new + chain * dim, j0, dim, p.vectorized, kept);
-  }
+  using Target = KernelTarget<SOURCE, scalar_t>;
+  const Target target{p.mu, p.dim};
+  Chunks<scalar_t, CHUNKS> q;
+  load_group_row<scalar_t, GROUP, CHUNKS>(p.q + chain * p.dim, seat, p.dim, p.vectorized,
+                                          scalar_t(0), q.v);
+  CoordinateCoefficients<Target, CHUNKS, true> mass;
+  mass.template load<GROUP>(target, p.dim, nullptr, seat);
+  typename LaneGroup<scalar_t, GROUP, CHUNKS>::template Carry<Target> carry;
+  const auto decision = transition(
+      LaneGroup<scalar_t, GROUP, CHUNKS>(seat, p.dim, nullptr), target,
+      KernelNoise<SOURCE, scalar_t>{p, key, chain, log_uniforms + slot}, mass, q,
+      Trajectory{p.step_size, 0.0, p.num_steps, 0.0}, carry);
+  if (!seat.live) return;
+  if (seat.lane == 0) p.accepted[chain] = decision.accepted;
+  store_group_row<scalar_t, GROUP, CHUNKS>(p.q_new + chain * p.dim, seat, p.dim, p.vectorized,
+                                           q.v);
 }
 
 __global__ void philox_blocks_kernel(const PhiloxBlock* counters, PhiloxBlock* out, int64_t n,
@@ -211,7 +207,7 @@ cudaError_t launch_philox_blocks(const uint32_t* counters, uint32_t* out, int64_
 template <typename scalar_t>
 cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,
                               cudaStream_t stream) {
-  with_group_shape(choose_group_shape(p.dim), [&](auto group, auto chunks) {
+  with_tuned_group_shape(choose_tuned_group_shape(p.dim), [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     using Geometry = GroupGeometry<G>;
     const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /

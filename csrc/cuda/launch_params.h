@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "../math/chain_params.h"
-#include "../math/gaussian_hmc.h"
 #include "../math/noise_streams.h"
 
 namespace fused_hmc {
@@ -25,7 +24,7 @@ struct TransitionParams {
   bool* accepted;       // [B], written
   int64_t batch;
   int64_t dim;
-  StepSizes<scalar_t> steps;
+  double step_size;
   int num_steps;
   bool vectorized;  // every row of q, mu, q_new (and momentum) 16-byte aligned
   // kExternal: momentum [B, d] contiguous and uniform [B] (float32, or else float64).

@@ -1,6 +1,5 @@
-// Device side of the chain kernels: one chain's transition (math/transition.h's canonical
-// operations, bit for bit) by the chain's group of GROUP threads, each holding CHUNKS chunks of 4
-// coordinates in registers (chunk lane + c * GROUP), over any Target (math/target.h):
+// The CUDA Group policy of math/transition.h: a chain's group of GROUP threads, each holding CHUNKS
+// chunks of 4 coordinates in registers (chunk lane + c * GROUP), over any Target (math/target.h):
 //   kCoordinate  each thread forms its own coordinates' forces;
 //   kRow         (a dense Gaussian) the group writes the position to `x_shared` (this chain's [dim]
 //                of shared memory) and synchronises the block around every force evaluation; every
@@ -10,6 +9,8 @@
 //                the whole chain and hands the target its position as one array; with more, each
 //                lane gathers the whole position by shuffles, evaluates its share of the data's rows
 //                (math/lane_rows.h) and the lanes add their shares by a butterfly.
+// The chain kernels' other per-group pieces live here too: the row loads and stores, the register
+// inverse mass (the lane group's Mass policy), uniforms formed ahead, the carried force.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,8 @@
 #include "../math/chunk_sum.h"
 #include "../math/lane_rows.h"
 #include "../math/mass_matrix.h"
+#include "../math/metropolis.h"
 #include "../math/noise_streams.h"
-#include "../math/philox_transition.h"
 #include "../math/target.h"
 #include "../math/transition.h"
 #include "chain_group.cuh"
@@ -43,6 +44,19 @@ __device__ __forceinline__ scalar_t* tuned_shared_memory() {
   extern __shared__ __align__(16) unsigned char tuned_shared[];
   return reinterpret_cast<scalar_t*>(tuned_shared);
 }
+
+// One coordinate a thread holds: element e of its chunk c.
+struct ChunkIndex {
+  int c, e;
+};
+
+// A thread's values of its chunks of a row, in registers (every index compile-time once unrolled).
+template <typename T, int CHUNKS>
+struct Chunks {
+  T v[CHUNKS][4];
+  __device__ T& operator[](ChunkIndex i) { return v[i.c][i.e]; }
+  __device__ const T& operator[](ChunkIndex i) const { return v[i.c][i.e]; }
+};
 
 // The thread's chunks of a row of `dim` values (`fill` past the row's end).
 template <typename scalar_t, int GROUP, int CHUNKS>
@@ -73,12 +87,13 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
   }
 }
 
-// What a chain's transition reads for the thread's coordinates: the inverse mass, kept in
-// registers for a whole call, and (for one-chunk shapes, where registers are plentiful) its
-// momentum scale, recomputed only when the mass changes, and a coordinate target's coefficient, so
-// the leapfrog touches no memory. Shapes of several chunks compute them when needed instead.
-// UNIT: the inverse mass is the identity (the run op's empty inv_mass): nothing is loaded, and
-// mass() is UnitMass, whose products the compiler drops.
+// The lane group's Mass policy (math/transition.h), with what else a transition reads for the
+// thread's coordinates: the inverse mass, kept in registers for a whole call, and (for one-chunk
+// shapes, where registers are plentiful) its momentum scale, recomputed only when the mass changes,
+// and a coordinate target's coefficient, so the leapfrog touches no memory. Shapes of several
+// chunks compute them when needed instead. UNIT: the inverse mass is the identity (the run op's
+// empty inv_mass; the transition op): nothing is loaded, and inverse() is UnitMass, whose products
+// the compiler drops.
 template <class Target, int CHUNKS, bool UNIT = false>
 struct CoordinateCoefficients {
   using scalar_t = typename Target::Scalar;
@@ -118,18 +133,18 @@ struct CoordinateCoefficients {
     }
   }
 
-  // The momentum z / sqrt(m_inv) of coordinate (c, e) from its normal z.
-  __device__ scalar_t momentum(scalar_t z, int c, int e) const {
+  // The momentum z / sqrt(m_inv) of coordinate i from its normal z.
+  __device__ scalar_t momentum(scalar_t z, ChunkIndex i) const {
     if constexpr (UNIT) return z;
-    if constexpr (kCached) return mul_rn(z, cached_scale[0][e]);
-    return mul_rn(z, momentum_scale(inv_mass[c][e]));
+    if constexpr (kCached) return mul_rn(z, cached_scale[0][i.e]);
+    return mul_rn(z, momentum_scale(inv_mass[i.c][i.e]));
   }
 
-  __device__ auto mass(int c, int e) const {
+  __device__ auto inverse(ChunkIndex i) const {
     if constexpr (UNIT) {
       return UnitMass{};
     } else {
-      return inv_mass[c][e];
+      return inv_mass[i.c][i.e];
     }
   }
 
@@ -293,16 +308,6 @@ class UniformsAhead {
   int used_ = kDepth;
 };
 
-// A transition's Metropolis decision, the same in every thread of the group. The acceptance
-// probability (a float64 exp, accept_probability) is formed only where it is used.
-template <typename scalar_t>
-struct GroupDecision {
-  bool accepted;
-  scalar_t log_alpha;  // -inf in the threads of a missing chain
-  int gradient_evaluations;  // L, plus one where the start's force was evaluated, not carried
-  __device__ scalar_t accept_prob() const { return accept_probability(log_alpha); }
-};
-
 // The thread's chunks of the force, and the potential, at its chain's current state, carried
 // from one transition to the next for a target that carries_force (math/target.h; the CPU's
 // ForceCarry): in registers across a persistent kernel's transitions, or loaded and stored by a
@@ -310,18 +315,11 @@ struct GroupDecision {
 template <class Target, int CHUNKS, typename scalar_t = typename Target::Scalar>
 struct GroupForceCarry {
   static constexpr bool kCarries = carries_force<Target>();
-  scalar_t f[kCarries ? CHUNKS : 1][4] = {};
+  Chunks<scalar_t, kCarries ? CHUNKS : 1> f = {};
   scalar_t u = scalar_t(0);
   bool valid = false;
-};
-
-// Where a transition writes what ChEES needs of its chain (math/trajectory_adaptation.h): rows of
-// [dim] float64 for the start and the proposal (less the target's shift) and the end velocity
-// inv_mass * p (the momentum before its final flip); x0 == nullptr writes nothing.
-struct TrajectoryRecord {
-  double* x0;
-  double* x1;
-  double* velocity;
+  __device__ constexpr bool held() const { return kCarries; }
+  __device__ scalar_t& potential() { return u; }
 };
 
 // The most of `steps` over the block (every thread calls it).
@@ -377,158 +375,113 @@ class AcceptProbabilitySum {
   int held_ = 0;
 };
 
-// Transition `transition` of stream chain `chain` from the state q (updated when accepted), with
-// the coefficients k, base step size `step_size`, the transition's uniforms (the same in every
-// thread of the group) and trajectory_steps(trajectory_length, num_steps, ...) leapfrog steps.
-// Every thread of the group forms the decision from the group's sum (the same bits in each: the
-// butterfly's sums commute), so none is broadcast. Chains of one warp may run different numbers of
-// steps (they diverge); a kRow target's chains, which meet at block barriers inside the force,
-// all loop the block's most steps and hold still past their own. `carry` takes the force at q in
-// (when valid) and hands out the force at the new q; its validity is the same in every thread.
-template <class Target, int GROUP, int CHUNKS, class Coefficients,
-          typename scalar_t = typename Target::Scalar>
-__device__ __forceinline__ GroupDecision<scalar_t> group_tuned_transition(
-    const PhiloxStream& stream, uint64_t chain, uint64_t transition, GroupSeat seat,
-    const Target& target, scalar_t (&q)[CHUNKS][4], const Coefficients& k,
-    TransitionUniforms uniforms, double step_size, double jitter, int num_steps,
-    double trajectory_length, scalar_t* x_shared, GroupForceCarry<Target, CHUNKS>& carry,
-    TrajectoryRecord record = {}) {
-  const int64_t dim = k.dim;
-  const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
-  const auto steps = tuned_step_sizes<scalar_t>(eps_t);
-  const int leapfrog_steps =
-      trajectory_steps(trajectory_length, num_steps, eps_t, uniforms.trajectory_uniform);
-  int loop_steps = leapfrog_steps;
-  if constexpr (Target::kForce == TargetForce::kRow) {
-    if (trajectory_length > 0.0) loop_steps = block_max_steps(seat.live ? leapfrog_steps : 1);
-  }
+// The Group policy: the chain's group as seen by one of its threads (seat), its row's dimension,
+// and for a kRow target the chain's position vector in shared memory.
+template <typename scalar_t, int GROUP, int CHUNKS>
+class LaneGroup {
+ public:
+  template <typename T>
+  using Row = Chunks<T, CHUNKS>;
+  template <class Target>
+  using Carry = GroupForceCarry<Target, CHUNKS>;
+  // Coordinate targets on shapes of several chunks recompute the forces at x0 and x for the energy
+  // rather than hold them through the trajectory (fewer live registers).
+  template <class Target>
+  static constexpr bool kRecomputesForces =
+      CHUNKS > 1 && Target::kForce == TargetForce::kCoordinate;
 
-  // Zeros past the row's end and in missing chains keep the unused lanes' arithmetic finite.
-  scalar_t mu[CHUNKS][4] = {}, x[CHUNKS][4] = {}, p[CHUNKS][4] = {}, p0[CHUNKS][4] = {};
-  scalar_t f0[CHUNKS][4] = {}, f[CHUNKS][4] = {};
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
-    if (!seat.live || j0 >= dim) continue;
-    scalar_t z[4];
-    stream_chunk_momentum(stream, chain, transition, j0, dim, z);
-    load_shift(target, j0, dim, mu[c]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      x[c][e] = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
-      p0[c][e] = k.momentum(z[e], c, e);
-    }
-  }
-  constexpr bool kCarries = GroupForceCarry<Target, CHUNKS>::kCarries;
-  const bool carried = kCarries && carry.valid;
-  scalar_t u0;
-  if constexpr (kCarries) {
-    if (carried) {
-#pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) f0[c][e] = carry.f[c][e];
-      }
-      u0 = carry.u;
-    } else {
-      u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
-    }
-  } else {
-    u0 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f0, x_shared);
-  }
-  scalar_t u1 = u0;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) p[c][e] = kick(p0[c][e], f0[c][e], steps.half_eps);
-  }
-  for (int i = 0; i < loop_steps; ++i) {
-    const bool moving = i < leapfrog_steps;  // false only for a kRow target's early finishers
-    if (moving) {
-#pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x[c][e] = drift(x[c][e], p[c][e], k.mass(c, e), steps.eps);
-      }
-    }
-    u1 = group_forces<Target, GROUP, CHUNKS, Coefficients>(target, seat, k, x, f, x_shared);
-    const scalar_t h = i + 1 < leapfrog_steps ? steps.eps : steps.half_eps;
-    if (moving) {
-#pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) p[c][e] = kick(p[c][e], f[c][e], h);
-      }
-    }
-  }
-  if (record.x0 != nullptr && seat.live) {
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = seat.chunk_start(c, GROUP);
+  struct Work {
+    Row<scalar_t> p0, f0, x, p, f;
+  };
+
+  // Chunk c of the thread, starting at coordinate j0 < dim; each() visits its coordinates below dim.
+  struct Chunk {
+    int c;
+    int64_t j0, dim;
+    template <class F>
+    __device__ void each(F&& f) const {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (j0 + e >= dim) continue;
-        record.x0[j0 + e] =
-            static_cast<double>(Target::kShifted ? q[c][e] - mu[c][e] : q[c][e]);
-        record.x1[j0 + e] = static_cast<double>(x[c][e]);
-        record.velocity[j0 + e] = static_cast<double>(mul_rn(k.mass(c, e), p[c][e]));
+        if (j0 + e < dim) f(ChunkIndex{c, e}, j0 + e);
       }
     }
-  }
+  };
 
-  // Coordinate targets on shapes of several chunks recompute the forces at x0 and x here rather
-  // than hold them through the trajectory (fewer live registers).
-  constexpr bool kRecompute = CHUNKS > 1 && Target::kForce == TargetForce::kCoordinate;
-  scalar_t change[CHUNKS] = {};  // per-chunk partials, summed in the canonical order
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
-    if (!seat.live || j0 >= dim) continue;
-    if constexpr (kRecompute && Target::kShifted) load_shift(target, j0, dim, mu[c]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (j0 + e >= dim) continue;
-      p[c][e] = -p[c][e];
-      if constexpr (Target::kQuadratic) {
-        const scalar_t x0 = Target::kShifted ? q[c][e] - mu[c][e] : q[c][e];
-        scalar_t force0 = f0[c][e], force1 = f[c][e];
-        if constexpr (kRecompute) {
-          force0 = k.local_force(target, e, j0 + e, x0);
-          force1 = k.local_force(target, e, j0 + e, x[c][e]);
-        }
-        change[c] += target_energy_change_twice(x0, force0, p0[c][e], x[c][e], force1, p[c][e],
-                                                k.mass(c, e));
-      } else {
-        change[c] += kinetic_change_twice(p0[c][e], p[c][e], k.mass(c, e));
-      }
-    }
+  // The chunks' partials, summed by group_chunk_sum in chunk_sum.h's order (zeros for the chunks
+  // past the row's end).
+  template <typename T>
+  struct ChunkSum {
+    T part[CHUNKS] = {};
+    __device__ void add(const Chunk& chunk, T partial) { part[chunk.c] = partial; }
+    __device__ T total() { return group_chunk_sum<GROUP>(part); }
+  };
+
+  __device__ LaneGroup(GroupSeat seat, int64_t dim, scalar_t* x_shared)
+      : seat_(seat), dim_(dim), x_shared_(x_shared) {}
+
+  __device__ bool live() const { return seat_.live; }
+  // Zeros: past the row's end and in missing chains they keep the unused lanes' arithmetic finite.
+  template <typename T>
+  __device__ Work work() const {
+    return Work{};
   }
-  scalar_t change_sum = group_chunk_sum<GROUP>(change);
-  if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  GroupDecision<scalar_t> decision{false, -INFINITY, leapfrog_steps + (carried ? 0 : 1)};
-  if (seat.live) {
-    decision.log_alpha = log_accept_ratio(change_sum);
-    decision.accepted = philox_accept_by_log(uniforms.log_uniform, decision.log_alpha);
+  // The thread's chunks of the target's shift (zeros for a target that is not shifted).
+  template <class Target>
+  __device__ Row<scalar_t> shift(const Target& target) const {
+    Row<scalar_t> mu{};
+    each_chunk([&](const Chunk& chunk) { load_shift(target, chunk.j0, dim_, mu.v[chunk.c]); });
+    return mu;
   }
-  if (decision.accepted) {
+  // Every coordinate slot of the thread, past the row's end and in missing chains too.
+  template <class F>
+  __device__ void each(F&& f) const {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) q[c][e] = Target::kShifted ? x[c][e] + mu[c][e] : x[c][e];
+      for (int e = 0; e < 4; ++e) f(ChunkIndex{c, e});
     }
   }
-  if constexpr (kCarries) {
-    if (decision.accepted || !carried) {
+  // The thread's chunks inside the row, of a chain that exists.
+  template <class F>
+  __device__ void each_chunk(F&& f) const {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) carry.f[c][e] = decision.accepted ? f[c][e] : f0[c][e];
-      }
-      carry.u = decision.accepted ? u1 : u0;
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t j0 = seat_.chunk_start(c, GROUP);
+      if (seat_.live && j0 < dim_) f(Chunk{c, j0, dim_});
     }
-    carry.valid = true;
   }
-  return decision;
-}
+  template <class Noise>
+  __device__ void draw_momentum(const Noise& noise, Row<scalar_t>& z) const {
+    each_chunk([&](const Chunk& chunk) { noise.draw(chunk.j0, dim_, z.v[chunk.c]); });
+  }
+  template <class Target, class Mass>
+  __device__ scalar_t forces(const Target& target, const Mass& mass, const Row<scalar_t>& x,
+                             Row<scalar_t>& f) const {
+    return group_forces<Target, GROUP, CHUNKS>(target, seat_, mass, x.v, f.v, x_shared_);
+  }
+  template <class Target, class Mass>
+  __device__ scalar_t local_force(const Target& target, const Mass& mass, ChunkIndex i, int64_t j,
+                                  scalar_t x) const {
+    return mass.local_force(target, i.e, j, x);
+  }
+  // Chains of one warp may run different numbers of steps (they diverge); a kRow target's chains,
+  // which meet at block barriers inside the force, all loop the block's most steps.
+  template <class Target>
+  __device__ int loop_steps(int leapfrog_steps, bool trajectory) const {
+    if constexpr (Target::kForce == TargetForce::kRow) {
+      if (trajectory) return block_max_steps(seat_.live ? leapfrog_steps : 1);
+    }
+    return leapfrog_steps;
+  }
+  template <typename T>
+  __device__ ChunkSum<T> chunk_sum() const {
+    return {};
+  }
+
+ private:
+  GroupSeat seat_;
+  int64_t dim_;
+  scalar_t* x_shared_;
+};
 
 }  // namespace fused_hmc

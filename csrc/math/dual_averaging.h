@@ -19,7 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gaussian_hmc.h"
+#include "rounding.h"
 #include "host_device.h"
 #include "portable_math.h"
 

@@ -15,9 +15,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gaussian_hmc.h"
 #include "host_device.h"
 #include "portable_math.h"
+#include "rounding.h"
 
 namespace fused_hmc {
 
@@ -37,16 +37,28 @@ FHMC_HD scalar_t mul_rn(UnitMass, scalar_t v) {
   return v;
 }
 
-// The leapfrog's two moves on one coordinate: the momentum kick p - h f (h = eps or eps / 2) and the
-// position drift x + eps m_inv p. With m_inv = 1 and f = x these are leapfrog_fused's operations.
+// The Mass policies of a transition (transition.h) over a row in memory, indexed by coordinate:
+// the momentum z * momentum_scale(m_inv_j) of coordinate j from its standard normal z, and the
+// inverse mass m_inv_j that the drift multiplies the momentum by.
 template <typename scalar_t>
-FHMC_HD scalar_t kick(scalar_t p, scalar_t force, scalar_t h) {
-  return fma_any(-h, force, p);
-}
-template <typename scalar_t, typename Mass>
-FHMC_HD scalar_t drift(scalar_t x, scalar_t p, Mass inv_mass, scalar_t eps) {
-  return fma_any(eps, mul_rn(inv_mass, p), x);
-}
+struct DiagonalMass {
+  const scalar_t* inv_mass;  // [dim]
+  FHMC_HD scalar_t momentum(scalar_t z, int64_t j) const {
+    return mul_rn(z, momentum_scale(inv_mass[j]));
+  }
+  FHMC_HD scalar_t inverse(int64_t j) const { return inv_mass[j]; }
+};
+
+struct IdentityMass {
+  template <typename scalar_t, typename Index>
+  FHMC_HD scalar_t momentum(scalar_t z, Index) const {
+    return z;
+  }
+  template <typename Index>
+  FHMC_HD UnitMass inverse(Index) const {
+    return {};
+  }
+};
 
 // Stan's regularised variance estimate from `n` draws with sample variance `var`.
 FHMC_HD double regularized_variance(double var, double n) {

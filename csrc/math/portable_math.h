@@ -17,7 +17,7 @@
 
 #include <cmath>
 
-#include "gaussian_hmc.h"
+#include "rounding.h"
 #include "host_device.h"
 
 namespace fused_hmc {

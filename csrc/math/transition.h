@@ -1,41 +1,54 @@
-// One chain's HMC transition, the canonical operations every build forms (the CPU chains run it
-// as written; the CUDA group kernels, cuda/tuned_group.cuh, split the same operations over a
-// chain's threads, bit for bit). A Target of target.h, a diagonal inverse mass (mass_matrix.h) and
-// an optionally jittered step size, under the native philox stream (noise_streams.h):
+// One chain's HMC transition, written once for every build and op: the CPU chains, the CUDA chain
+// kernels and the transition op all run `transition` below, which is generic over four policies
+// (CUB/CUTLASS style: plain structs, inlined, no virtual calls):
 //
-//   stream block  B = block blocks_per_transition - 1 of (chain, transition)
-//   u     = torch_uniform_from_word(B.x)          the Metropolis uniform (= stream_uniform)
-//   eps_t = jittered_step_size(eps, jitter, torch_uniform_from_word(B.y))        in float64
+//   Group   where the chain's coordinates live and how its threads cooperate. cpu/serial_group.h's
+//           SerialGroup (one thread, rows in memory) or cuda/lane_group.cuh's LaneGroup (GROUP
+//           threads, CHUNKS chunks of 4 coordinates each in registers). It supplies the coordinate
+//           loops (each, each_chunk), the rows (Row, Work), the force evaluation (which for a kRow
+//           target meets at block barriers: the sync), the chunk sum in chunk_sum.h's order, and
+//           loop_steps (a kRow target's chains all loop their block's most steps).
+//   Target  the log density (target.h): its force kind, shift, and optionally its own rounding of
+//           the leapfrog (Target::Leapfrog; FusedLeapfrog below by default).
+//   Noise   where the transition's randomness comes from: the momentum normals of a chunk
+//           (draw) or of a row (draw_row), the step-size and trajectory jitter uniforms, and the
+//           Metropolis test against its uniform (accepts; await_uniform first, from every thread).
+//           PhiloxNoise below (the native stream); the transition op adds given noise and torch's
+//           stream (cpu/transition_cpu.cpp, cuda/transition_cuda.cu).
+//   Mass    the kinetic energy 0.5 p^T M^-1 p: momentum(z, i) = the momentum of coordinate i from
+//           its standard normal z, and inverse(i) = its M^-1 entry, the velocity's factor (a type
+//           UnitMass for the identity). mass_matrix.h's DiagonalMass / IdentityMass, or the lane
+//           group's register copy (CoordinateCoefficients). A dense mass would supply the same two
+//           members over the group's coordinates.
+//
+// The operations, in order (every build forms the same bits from the same noise):
+//   eps_t = jittered_step_size(eps, jitter, noise.jitter_uniform())        in float64
 //   eps   = S(eps_t),  h = S(0.5 eps_t)
-//   z     = stream_chunk_momentum (stream_momentum.h);  p0_j = z_j * momentum_scale(m_inv_j)
-//   x0_j  = q_j - shift_j (x0 = q for a target that is not shifted);  f0 = force(x0), or the
-//           force carried from the chain's previous transition (ForceCarry)
-//   p = kick(p0, f0, h)
-//   L = trajectory_steps(T, num_steps, eps_t, torch_uniform_from_word(B.z))   (num_steps if T = 0)
-//   L - 1 times:  x = drift(x, p, m_inv, eps) for all j;  f = force(x);  p = kick(p, f, eps)
-//   x = drift(x, p, m_inv, eps);  f = force(x);  p = -kick(p, f, h)
-//   change = sum_j target_energy_change_twice(x0, f0, p0, x, f, p, m_inv)   (quadratic targets)
-//          = sum_j kinetic_change_twice(p0, p, m_inv) + 2 (U(x) - U(x0))   (the others)
+//   L     = trajectory_steps(T, num_steps, eps_t, noise.trajectory_uniform())   (num_steps if T = 0)
+//   z     = the noise's normals;  p0_i = mass.momentum(z_i, i)
+//   x0_i  = q_i - shift_i (x0 = q for a target that is not shifted);  f0 = force(x0), or the force
+//           carried from the chain's previous transition (Carry)
+//   p = kick(p0, f0, h);  L times: x = drift(x, p, M^-1, eps); f = force(x); p = kick(p, f, eps),
+//           the last kick by h;  p = -p
+//   change = sum_i Leapfrog::energy_change_twice(x0, f0, p0, x, f, p, M^-1)   (quadratic targets)
+//          = sum_i kinetic_change_twice(p0, p, M^-1) + 2 (U(x) - U(x0))          (the others)
 //     each sum in chunk_sum.h's order (coordinates in order within a chunk of 4, chunks pairwise)
-//   accepted, accept_prob = philox_decide_by_log(philox_log_uniform(u), change)
-//     (the log taken first, with B's other words: transition_uniforms)
-//   if accepted: q_j = x_j + shift_j
-// With the standard target, m_inv = 1 and jitter = 0 this is philox_proposal / hmc_step bit for
-// bit (the leapfrog is leapfrog_fused's, the energy terms energy_change_twice's).
+//   accepted = noise.accepts(log_alpha = -change / 2);  if accepted: q_i = x_i + shift_i
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "chunk_sum.h"
-#include "gaussian_hmc.h"
 #include "host_device.h"
 #include "mass_matrix.h"
+#include "metropolis.h"
 #include "noise_streams.h"
-#include "philox_transition.h"
+#include "rounding.h"
 #include "stream_momentum.h"
 #include "target.h"
 #include "trajectory_adaptation.h"
-#include "transforms.h"
 
 namespace fused_hmc {
 
@@ -48,52 +61,60 @@ FHMC_HD double jittered_step_size(double step_size, double jitter, float u) {
   return mul_rn(step_size, add_rn(1.0, mul_rn(jitter, centred)));
 }
 
-// eps and eps / 2 in the chain's dtype, as step_sizes() forms them from a Python float.
+// Step sizes as the reference's Python floats reach float32/float64 kernels: eps rounded once,
+// and 0.5 * eps formed in double before rounding.
 template <typename scalar_t>
-FHMC_HD StepSizes<scalar_t> tuned_step_sizes(double eps) {
+struct StepSizes {
+  scalar_t eps;
+  scalar_t half_eps;
+};
+
+template <typename scalar_t>
+FHMC_HD StepSizes<scalar_t> step_sizes(double eps) {
   return {static_cast<scalar_t>(eps), static_cast<scalar_t>(mul_rn(0.5, eps))};
 }
 
-// This coordinate's share of 2 * (H(proposed) - H(current)) with H = 0.5 x^T Lambda x +
-// 0.5 p^T M^-1 p: (x1 - x0) (f0 + f1) + m_inv (p1 - p0) (p1 + p0), since for symmetric Lambda
-// x1^T Lambda x1 - x0^T Lambda x0 = (x1 - x0)^T (Lambda x1 + Lambda x0). Differences, not energies,
-// are summed (no cancellation). For the standard target with m_inv = 1 this is gaussian_hmc.h's
-// energy_change_twice bit for bit.
-template <typename scalar_t, typename Mass>
-FHMC_HD scalar_t target_energy_change_twice(scalar_t x0, scalar_t f0, scalar_t p0, scalar_t x1,
-                                            scalar_t f1, scalar_t p1, Mass inv_mass) {
-  return fma_any(sub_rn(x1, x0), add_rn(f0, f1),
-                 mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0))));
-}
-
-// The kinetic part alone, m_inv (p1 - p0) (p1 + p0), for targets whose potential is not quadratic.
+// The kinetic part of a coordinate's share of 2 (H(proposed) - H(current)): m_inv (p1 - p0)(p1 + p0).
 template <typename scalar_t, typename Mass>
 FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, Mass inv_mass) {
   return mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0)));
 }
 
+// The leapfrog's moves on one coordinate and its energy term, as every target but the reference's
+// rounds them: the kick p - h f (h = eps or eps / 2) and the drift x + eps m_inv p, one FMA each,
+// and the quadratic target's share of the energy change, (x1 - x0)(f0 + f1) + the kinetic part:
+// for symmetric Lambda, x1^T Lambda x1 - x0^T Lambda x0 = (x1 - x0)^T (Lambda x1 + Lambda x0).
+// Differences, not energies, are summed (no cancellation).
+struct FusedLeapfrog {
+  template <typename scalar_t>
+  static FHMC_HD scalar_t kick(scalar_t p, scalar_t force, scalar_t h) {
+    return fma_any(-h, force, p);
+  }
+  template <typename scalar_t, typename Mass>
+  static FHMC_HD scalar_t drift(scalar_t x, scalar_t p, Mass inv_mass, scalar_t eps) {
+    return fma_any(eps, mul_rn(inv_mass, p), x);
+  }
+  template <typename scalar_t, typename Mass>
+  static FHMC_HD scalar_t energy_change_twice(scalar_t x0, scalar_t f0, scalar_t p0, scalar_t x1,
+                                              scalar_t f1, scalar_t p1, Mass inv_mass) {
+    return fma_any(sub_rn(x1, x0), add_rn(f0, f1), kinetic_change_twice(p0, p1, inv_mass));
+  }
+};
+
+// Target::Leapfrog where the target names one, else FusedLeapfrog.
+template <class Target, class = void>
+struct LeapfrogOf {
+  using type = FusedLeapfrog;
+};
+template <class Target>
+struct LeapfrogOf<Target, std::void_t<typename Target::Leapfrog>> {
+  using type = typename Target::Leapfrog;
+};
+
 // The whole change from the kinetic sum and the potentials U = -log p at both ends.
 template <typename scalar_t>
 FHMC_HD scalar_t energy_change_from_potentials(scalar_t kinetic_sum, scalar_t u0, scalar_t u1) {
   return add_rn(kinetic_sum, mul_rn(scalar_t(2), sub_rn(u1, u0)));
-}
-
-// f = -grad log p at x ([dim] each); returns U(x) = -log p(x) for a kPosition target (0 for the
-// others, whose energy change needs no potential).
-template <class Target, typename scalar_t = typename Target::Scalar>
-FHMC_HD scalar_t target_forces(const Target& target, const scalar_t* x, scalar_t* f,
-                               int64_t dim) {
-  if constexpr (Target::kForce == TargetForce::kPosition) {
-    const scalar_t log_p = target.log_density_and_gradient(x, f);
-    for (int64_t j = 0; j < dim; ++j) f[j] = -f[j];
-    return -log_p;
-  } else if constexpr (Target::kForce == TargetForce::kRow) {
-    for (int64_t j = 0; j < dim; ++j) f[j] = target.row_force(j, x);
-    return scalar_t(0);
-  } else {
-    for (int64_t j = 0; j < dim; ++j) f[j] = target.force(x[j], target.coefficient(j));
-    return scalar_t(0);
-  }
 }
 
 // What a transition takes from its last stream block B: the Metropolis uniform as the log the
@@ -115,118 +136,179 @@ FHMC_HD TransitionUniforms transition_uniforms(const PhiloxStream& stream, uint6
           torch_uniform_from_word(last.z)};
 }
 
-// A transition's decision, with the gradient evaluations it spent (its L leapfrog steps, plus one
-// where the force at its start was evaluated, not carried) and its trajectory jitter w.
+// The Noise policy of the native philox stream (noise_streams.h): transition `transition` of stream
+// chain `chain`, with its uniforms (transition_uniforms, which the caller may form ahead).
 template <typename scalar_t>
-struct TransitionOutcome : PhiloxDecision<scalar_t> {
+struct PhiloxNoise {
+  PhiloxStream stream;
+  uint64_t chain;
+  uint64_t transition;
+  TransitionUniforms uniforms;
+
+  FHMC_HD void draw(int64_t j0, int64_t dim, scalar_t (&z)[4]) const {
+    stream_chunk_momentum(stream, chain, transition, j0, dim, z);
+  }
+  // The whole row at once (stream_momentum.h: the same numbers, the Philox blocks in batches).
+  FHMC_HD void draw_row(int64_t dim, scalar_t* z) const {
+    stream_momentum(stream, chain, transition, dim, z);
+  }
+  FHMC_HD float jitter_uniform() const { return uniforms.jitter_uniform; }
+  FHMC_HD float trajectory_uniform() const { return uniforms.trajectory_uniform; }
+  FHMC_HD void await_uniform() const {}
+  FHMC_HD bool accepts(scalar_t log_alpha) const {
+    return philox_accept_by_log(uniforms.log_uniform, log_alpha);
+  }
+};
+
+// How long the trajectory is: the base step size (jittered by `jitter`), and num_steps leapfrog
+// steps, or trajectory_steps of trajectory_length (> 0) capped by num_steps.
+struct Trajectory {
+  double step_size;
+  double jitter;
+  int num_steps;
+  double trajectory_length;
+};
+
+// A transition's Metropolis decision, the same in every thread of a group, with the gradient
+// evaluations it spent (its L leapfrog steps, plus one where the force at its start was evaluated,
+// not carried). The acceptance probability (accept_probability's exp) is formed only where used.
+template <typename scalar_t>
+struct TransitionDecision {
+  bool accepted;
+  scalar_t log_alpha;  // -inf in the threads of a missing chain
   int gradient_evaluations;
-  float trajectory_uniform;
+  FHMC_HD scalar_t accept_prob() const { return accept_probability(log_alpha); }
 };
 
-// The force f [dim] and potential *u at a chain's current state, handed from one transition to the
-// next (BlackJAX's HMCState keeps logdensity_grad the same way): a target that is not shifted
-// integrates x = q bitwise, so the force at the next start is the accepted proposal's, or after a
-// rejection the one kept, and a transition evaluates the gradient L times, not L + 1 (target.h's
-// carries_force). `valid` is false until a transition of the call has run; f == nullptr carries
-// nothing.
-template <typename scalar_t>
-struct ForceCarry {
-  scalar_t* f;
-  scalar_t* u;
-  bool valid;
+// Where a transition writes what ChEES needs of its chain (trajectory_adaptation.h): rows of [dim]
+// float64 for the start and the proposal (less the target's shift) and the end velocity
+// inv_mass * p (the momentum before its final flip); x0 == nullptr writes nothing.
+struct TrajectoryRecord {
+  double* x0;
+  double* x1;
+  double* velocity;
 };
 
-// Per-chain work arrays, each [dim] of the chain's dtype.
-template <typename scalar_t>
-struct TrajectoryScratch {
-  scalar_t *x0, *p0, *f0, *x, *p, *f;
-};
+// Transition of one chain from its state q (the group's row of it, updated when accepted). `carry`
+// (the group's Carry: the force f and potential at q, handed from one transition to the next for a
+// target that carries_force, as BlackJAX's HMCState keeps logdensity_grad) takes the force at q in
+// when valid and hands out the force at the new q. `record` receives the trajectory (ChEES).
+template <class Group, class Target, class Noise, class Mass,
+          typename scalar_t = typename Target::Scalar>
+FHMC_HD TransitionDecision<scalar_t> transition(
+    const Group& group, const Target& target, const Noise& noise, const Mass& mass,
+    typename Group::template Row<scalar_t>& q, const Trajectory& trajectory,
+    typename Group::template Carry<Target>& carry, TrajectoryRecord record = {}) {
+  using Leapfrog = typename LeapfrogOf<Target>::type;
+  const double eps_t =
+      jittered_step_size(trajectory.step_size, trajectory.jitter, noise.jitter_uniform());
+  const auto steps = step_sizes<scalar_t>(eps_t);
+  const int leapfrog_steps = trajectory_steps(trajectory.trajectory_length, trajectory.num_steps,
+                                              eps_t, noise.trajectory_uniform());
+  const int loop_steps =
+      group.template loop_steps<Target>(leapfrog_steps, trajectory.trajectory_length > 0.0);
 
-// Runs transition `transition` of chain `chain` from q ([dim], updated in place when accepted) with
-// base step size `step_size`, inverse mass m_inv ([dim]) and trajectory_steps(trajectory_length,
-// num_steps, eps_t, w) leapfrog steps; returns the Metropolis decision. Afterwards s.x0 and s.x
-// hold the start and the proposal (less the shift) and s.p the flipped end momentum. `carry` takes
-// the force at q in, when valid, and hands out the force at the new q (carries_force targets).
-template <class Target, typename scalar_t = typename Target::Scalar>
-FHMC_HD TransitionOutcome<scalar_t> chain_transition(
-    const PhiloxStream& stream, uint64_t chain, uint64_t transition, const Target& target,
-    int64_t dim, scalar_t* q, const scalar_t* inv_mass, double step_size, double jitter,
-    int num_steps, double trajectory_length, TrajectoryScratch<scalar_t> s,
-    ForceCarry<scalar_t>& carry) {
-  const TransitionUniforms uniforms = transition_uniforms(stream, chain, transition);
-  const double eps_t = jittered_step_size(step_size, jitter, uniforms.jitter_uniform);
-  const auto steps = tuned_step_sizes<scalar_t>(eps_t);
-  const int leapfrog_steps =
-      trajectory_steps(trajectory_length, num_steps, eps_t, uniforms.trajectory_uniform);
-
-  // z into p0 first (stream_momentum.h), then one loop over the coordinates that the compiler
-  // runs in vector lanes (momentum_scale's square root and division among them).
-  stream_momentum(stream, chain, transition, dim, s.p0);
-  for (int64_t j = 0; j < dim; ++j) {
+  // Zeros past the row's end and in missing chains keep the unused lanes' arithmetic finite.
+  auto w = group.template work<scalar_t>();
+  auto mu = group.shift(target);
+  group.draw_momentum(noise, w.p0);
+  group.each([&](auto i) {
     if constexpr (Target::kShifted) {
-      s.x0[j] = q[j] - target.shift()[j];
+      w.x[i] = q[i] - mu[i];
     } else {
-      s.x0[j] = q[j];
+      w.x[i] = q[i];
     }
-    s.p0[j] = mul_rn(s.p0[j], momentum_scale(inv_mass[j]));
-    s.x[j] = s.x0[j];
-  }
+    w.p0[i] = mass.momentum(w.p0[i], i);
+  });
   constexpr bool kCarries = carries_force<Target>();
-  const bool carried = kCarries && carry.f != nullptr && carry.valid;
+  bool carried = false;
   scalar_t u0;
+  if constexpr (kCarries) carried = carry.held() && carry.valid;
   if (carried) {
-    for (int64_t j = 0; j < dim; ++j) s.f0[j] = carry.f[j];
-    u0 = *carry.u;
+    if constexpr (kCarries) group.each([&](auto i) { w.f0[i] = carry.f[i]; });
+    u0 = carry.potential();
   } else {
-    u0 = target_forces(target, s.x0, s.f0, dim);
+    u0 = group.forces(target, mass, w.x, w.f0);
   }
-  for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p0[j], s.f0[j], steps.half_eps);
-  for (int i = 1; i < leapfrog_steps; ++i) {
-    for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
-    target_forces(target, s.x, s.f, dim);
-    for (int64_t j = 0; j < dim; ++j) s.p[j] = kick(s.p[j], s.f[j], steps.eps);
-  }
-  for (int64_t j = 0; j < dim; ++j) s.x[j] = drift(s.x[j], s.p[j], inv_mass[j], steps.eps);
-  const scalar_t u1 = target_forces(target, s.x, s.f, dim);
-  for (int64_t j = 0; j < dim; ++j) s.p[j] = -kick(s.p[j], s.f[j], steps.half_eps);
-
-  PairwiseChunkSum<scalar_t> change;
-  for (int64_t j0 = 0; j0 < dim; j0 += kChunkSize) {
-    scalar_t partial = 0;
-    for (int e = 0; e < kChunkSize && j0 + e < dim; ++e) {
-      const int64_t j = j0 + e;
-      if constexpr (Target::kQuadratic) {
-        partial += target_energy_change_twice(s.x0[j], s.f0[j], s.p0[j], s.x[j], s.f[j], s.p[j],
-                                              inv_mass[j]);
-      } else {
-        partial += kinetic_change_twice(s.p0[j], s.p[j], inv_mass[j]);
-      }
+  // kick, (drift, force, kick) x (L - 1), drift, force, kick, the first and last kicks by h. A
+  // kRow target's early finishers (L below loop_steps) hold still in the middle steps, evaluating
+  // the force only for its barriers, and make their last moves with the others.
+  group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p0[i], w.f0[i], steps.half_eps); });
+  for (int step = 1; step < loop_steps; ++step) {
+    const bool moving = step < leapfrog_steps;
+    if (moving) {
+      group.each([&](auto i) {
+        w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+      });
     }
-    change.add(partial);
+    group.forces(target, mass, w.x, w.f);
+    if (moving) group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.eps); });
   }
+  group.each([&](auto i) {
+    w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+  });
+  const scalar_t u1 = group.forces(target, mass, w.x, w.f);
+  group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
+  if (record.x0 != nullptr && group.live()) {
+    group.each_chunk([&](const auto& chunk) {
+      chunk.each([&](auto i, int64_t j) {
+        record.x0[j] = static_cast<double>(Target::kShifted ? q[i] - mu[i] : q[i]);
+        record.x1[j] = static_cast<double>(w.x[i]);
+        record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
+      });
+    });
+  }
+
+  // A group may recompute a coordinate target's forces at x0 and x here rather than hold them
+  // through the trajectory (fewer live registers).
+  constexpr bool kRecompute = Group::template kRecomputesForces<Target>;
+  if constexpr (kRecompute && Target::kShifted) mu = group.shift(target);
+  auto change = group.template chunk_sum<scalar_t>();
+  group.each_chunk([&](const auto& chunk) {
+    scalar_t partial = scalar_t(0);
+    chunk.each([&](auto i, int64_t j) {
+      w.p[i] = -w.p[i];
+      if constexpr (Target::kQuadratic) {
+        const scalar_t x0 = Target::kShifted ? q[i] - mu[i] : q[i];
+        scalar_t force0 = w.f0[i], force1 = w.f[i];
+        if constexpr (kRecompute) {
+          force0 = group.local_force(target, mass, i, j, x0);
+          force1 = group.local_force(target, mass, i, j, w.x[i]);
+        }
+        partial += Leapfrog::energy_change_twice(x0, force0, w.p0[i], w.x[i], force1, w.p[i],
+                                                 mass.inverse(i));
+      } else {
+        partial += kinetic_change_twice(w.p0[i], w.p[i], mass.inverse(i));
+      }
+    });
+    change.add(chunk, partial);
+  });
   scalar_t change_sum = change.total();
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
-  TransitionOutcome<scalar_t> decision;
-  static_cast<PhiloxDecision<scalar_t>&>(decision) =
-      philox_decide_by_log(uniforms.log_uniform, change_sum);
-  decision.gradient_evaluations = leapfrog_steps + (carried ? 0 : 1);
-  decision.trajectory_uniform = uniforms.trajectory_uniform;
-  if (decision.accepted) {
-    for (int64_t j = 0; j < dim; ++j) {
-      if constexpr (Target::kShifted) {
-        q[j] = s.x[j] + target.shift()[j];
-      } else {
-        q[j] = s.x[j];
-      }
-    }
+  noise.await_uniform();
+  TransitionDecision<scalar_t> decision{false, scalar_t(-INFINITY),
+                                        leapfrog_steps + (carried ? 0 : 1)};
+  if (group.live()) {
+    decision.log_alpha = log_accept_ratio(change_sum);
+    decision.accepted = noise.accepts(decision.log_alpha);
   }
-  if (kCarries && carry.f != nullptr) {
-    if (decision.accepted || !carry.valid) {
-      const scalar_t* from = decision.accepted ? s.f : s.f0;
-      for (int64_t j = 0; j < dim; ++j) carry.f[j] = from[j];
-      *carry.u = decision.accepted ? u1 : u0;
+  if (decision.accepted) {
+    group.each([&](auto i) {
+      if constexpr (Target::kShifted) {
+        q[i] = w.x[i] + mu[i];
+      } else {
+        q[i] = w.x[i];
+      }
+    });
+  }
+  if constexpr (kCarries) {
+    if (carry.held()) {
+      if (decision.accepted || !carried) {
+        group.each([&](auto i) { carry.f[i] = decision.accepted ? w.f[i] : w.f0[i]; });
+        carry.potential() = decision.accepted ? u1 : u0;
+      }
+      carry.valid = true;
     }
-    carry.valid = true;
   }
   return decision;
 }

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "gaussian_hmc.h"
+#include "rounding.h"
 #include "host_device.h"
 
 namespace fused_hmc {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "../chunk_sum.h"
-#include "../gaussian_hmc.h"
+#include "../rounding.h"
 #include "../host_device.h"
 #include "../limits.h"
 #include "../target.h"

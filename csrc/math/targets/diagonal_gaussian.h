@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "../gaussian_hmc.h"
+#include "../rounding.h"
 #include "../host_device.h"
 #include "../target.h"
 
