@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 namespace fused_hmc {
 
@@ -43,6 +44,35 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
 // The transition op's noise outputs when trace=False: [0] of q's dtype, and [0] float32.
 at::Tensor untraced_momentum(const at::Tensor& q);
 at::Tensor untraced_uniform(const at::Tensor& q);
+
+// The transition op's outputs: q_new, accepted, and the momentum and uniform used (traced), or
+// untraced_momentum and untraced_uniform.
+using TransitionOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// The transition op (ops/schema.cpp) over one backend's two paths, the same for every backend:
+// the arguments checked, then given(momentum, uniform) -> (q_new, accepted) for noise="given", or
+// drawn(mode, trace) -> (q_new, accepted, momentum, uniform) for the drawn modes (the noise may be
+// undefined when not traced).
+template <class Given, class Drawn>
+TransitionOutputs transition_op(const at::Tensor& q, const at::Tensor& mu, double step_size,
+                                int64_t num_leapfrog_steps, c10::string_view noise,
+                                bool has_generator, std::optional<int64_t> seed,
+                                int64_t transition, const std::optional<at::Tensor>& momentum,
+                                const std::optional<at::Tensor>& uniform, bool trace,
+                                const Given& given, const Drawn& drawn) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  const NoiseMode mode = parse_noise_mode(noise);
+  check_transition_noise(q, mode, momentum, uniform, seed, transition, has_generator);
+  if (mode == NoiseMode::kGiven) {
+    auto [q_new, accepted] = given(*momentum, *uniform);
+    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+    // fresh tensors: the schema's outputs alias no input
+    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
+  }
+  auto [q_new, accepted, drawn_momentum, drawn_uniform] = drawn(mode, trace);
+  if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+  return {q_new, accepted, drawn_momentum, drawn_uniform};
+}
 
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.
