@@ -1,6 +1,7 @@
 // Host-side argument checking and parsing shared by the CPU and CUDA implementations.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_view.h>
 
@@ -49,27 +50,37 @@ at::Tensor untraced_uniform(const at::Tensor& q);
 // untraced_momentum and untraced_uniform.
 using TransitionOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-// The transition op (ops/schema.cpp) over one backend's two paths, the same for every backend:
-// the arguments checked, then given(momentum, uniform) -> (q_new, accepted) for noise="given", or
-// drawn(mode, trace) -> (q_new, accepted, momentum, uniform) for the drawn modes (the noise may be
+// A backend's two paths of the transition op: given noise (q, mu, momentum, uniform, step_size,
+// num_leapfrog_steps) -> (q_new, accepted), and drawn noise (q, mu, step_size,
+// num_leapfrog_steps, mode, generator, seed, transition, trace) -> its outputs (the noise may be
 // undefined when not traced).
-template <class Given, class Drawn>
+using GivenTransition = std::tuple<at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, int64_t);
+using DrawnTransition = TransitionOutputs (*)(const at::Tensor&, const at::Tensor&, double, int64_t,
+                                              NoiseMode, const std::optional<at::Generator>&,
+                                              std::optional<int64_t>, int64_t, bool);
+
+// The transition op (ops/schema.cpp) over a backend's two paths, the same for every backend: the
+// arguments checked, then the given or the drawn path, and the noise outputs as trace asks.
+template <GivenTransition given, DrawnTransition drawn>
 TransitionOutputs transition_op(const at::Tensor& q, const at::Tensor& mu, double step_size,
                                 int64_t num_leapfrog_steps, c10::string_view noise,
-                                bool has_generator, std::optional<int64_t> seed,
-                                int64_t transition, const std::optional<at::Tensor>& momentum,
-                                const std::optional<at::Tensor>& uniform, bool trace,
-                                const Given& given, const Drawn& drawn) {
+                                const std::optional<at::Generator>& generator,
+                                std::optional<int64_t> seed, int64_t transition,
+                                const std::optional<at::Tensor>& momentum,
+                                const std::optional<at::Tensor>& uniform, bool trace) {
   check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
   const NoiseMode mode = parse_noise_mode(noise);
-  check_transition_noise(q, mode, momentum, uniform, seed, transition, has_generator);
+  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
   if (mode == NoiseMode::kGiven) {
-    auto [q_new, accepted] = given(*momentum, *uniform);
+    auto [q_new, accepted] =
+        given(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
     if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
     // fresh tensors: the schema's outputs alias no input
     return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
   }
-  auto [q_new, accepted, drawn_momentum, drawn_uniform] = drawn(mode, trace);
+  auto [q_new, accepted, drawn_momentum, drawn_uniform] =
+      drawn(q, mu, step_size, num_leapfrog_steps, mode, generator, seed, transition, trace);
   if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
   return {q_new, accepted, drawn_momentum, drawn_uniform};
 }

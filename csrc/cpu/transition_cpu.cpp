@@ -139,11 +139,12 @@ uint64_t draw_cpu_key(const std::optional<at::Generator>& generator) {
   return gen->random64();
 }
 
-// A drawn transition's outputs and the noise it drew (arguments checked by transition_cpu).
-std::tuple<Tensor, Tensor, Tensor, Tensor> transition_drawn_cpu(
-    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    NoiseMode mode, const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
-    int64_t transition) {
+// A drawn transition's outputs and the noise it drew, traced or not (arguments checked by
+// transition_op).
+TransitionOutputs transition_drawn_cpu(const Tensor& q, const Tensor& mu, double step_size,
+                                       int64_t num_leapfrog_steps, NoiseMode mode,
+                                       const std::optional<at::Generator>& generator,
+                                       std::optional<int64_t> seed, int64_t transition, bool) {
   if (mode == NoiseMode::kTorch) {
     // The reference's draws, in its order, from the same generator; then the fused transition.
     // The traced momentum is contiguous, like every backend's (and the fake impl's).
@@ -167,28 +168,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> transition_drawn_cpu(
   return {q_new, accepted, momentum, uniform};
 }
 
-// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
-TransitionOutputs transition_cpu(const Tensor& q, const Tensor& mu, double step_size,
-                                 int64_t num_leapfrog_steps, c10::string_view noise,
-                                 const std::optional<at::Generator>& generator,
-                                 std::optional<int64_t> seed, int64_t transition,
-                                 const std::optional<Tensor>& momentum,
-                                 const std::optional<Tensor>& uniform, bool trace) {
-  return transition_op(
-      q, mu, step_size, num_leapfrog_steps, noise, generator.has_value(), seed, transition,
-      momentum, uniform, trace,
-      [&](const Tensor& given_momentum, const Tensor& given_uniform) {
-        return transition_given_cpu(q, mu, given_momentum, given_uniform, step_size,
-                                    num_leapfrog_steps);
-      },
-      [&](NoiseMode mode, bool) {
-        return transition_drawn_cpu(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
-                                    transition);
-      });
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) { m.impl("transition", &transition_cpu); }
+TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) {
+  m.impl("transition", &transition_op<&transition_given_cpu, &transition_drawn_cpu>);
+}
 
 }  // namespace fused_hmc

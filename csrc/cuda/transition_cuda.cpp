@@ -115,7 +115,7 @@ Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double st
   return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
 }
 
-// A drawn transition (arguments checked by transition_cuda).
+// A drawn transition (arguments checked by transition_op).
 Outputs transition_drawn_cuda(const Tensor& q_in, const Tensor& mu_in, double step_size,
                               int64_t num_leapfrog_steps, NoiseMode mode,
                               const std::optional<at::Generator>& generator,
@@ -165,25 +165,15 @@ Outputs transition_drawn_cuda(const Tensor& q_in, const Tensor& mu_in, double st
   return out;
 }
 
-// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
-TransitionOutputs transition_cuda(const Tensor& q, const Tensor& mu, double step_size,
-                                  int64_t num_leapfrog_steps, c10::string_view noise,
-                                  const std::optional<at::Generator>& generator,
-                                  std::optional<int64_t> seed, int64_t transition,
-                                  const std::optional<Tensor>& momentum,
-                                  const std::optional<Tensor>& uniform, bool trace) {
-  return transition_op(
-      q, mu, step_size, num_leapfrog_steps, noise, generator.has_value(), seed, transition,
-      momentum, uniform, trace,
-      [&](const Tensor& given_momentum, const Tensor& given_uniform) {
-        return transition_given_cuda(q, mu, given_momentum, given_uniform, step_size,
-                                     num_leapfrog_steps);
-      },
-      [&](NoiseMode mode, bool traced) {
-        Outputs out = transition_drawn_cuda(q, mu, step_size, num_leapfrog_steps, mode, generator,
-                                            seed, transition, traced);
-        return TransitionOutputs{out.q_new, out.accepted, out.momentum, out.uniform};
-      });
+// The drawn path as transition_op takes it.
+TransitionOutputs transition_drawn_outputs(const Tensor& q, const Tensor& mu, double step_size,
+                                           int64_t num_leapfrog_steps, NoiseMode mode,
+                                           const std::optional<at::Generator>& generator,
+                                           std::optional<int64_t> seed, int64_t transition,
+                                           bool traced) {
+  Outputs out = transition_drawn_cuda(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
+                                      transition, traced);
+  return {out.q_new, out.accepted, out.momentum, out.uniform};
 }
 
 Tensor philox4x32_cuda(const Tensor& counters, int64_t key) {
@@ -200,7 +190,9 @@ Tensor philox4x32_cuda(const Tensor& counters, int64_t key) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("transition", &transition_cuda); }
+TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) {
+  m.impl("transition", &transition_op<&transition_given_cuda, &transition_drawn_outputs>);
+}
 TORCH_LIBRARY_IMPL(fused_hmc_testing, CUDA, m) { m.impl("philox4x32", &philox4x32_cuda); }
 
 }  // namespace fused_hmc

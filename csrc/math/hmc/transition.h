@@ -14,7 +14,7 @@
 //           (draw) or of a row (draw_row), the step-size and trajectory jitter uniforms, and the
 //           Metropolis test against its uniform (accepts; await_uniform first, from every thread).
 //           PhiloxNoise below (the native stream); the transition op adds given noise and torch's
-//           stream (cpu/transition_cpu.cpp, cuda/transition_cuda.cu).
+//           stream (cpu/transition_cpu.cpp, cuda/transition_kernel.cu).
 //   Mass    the kinetic energy 0.5 p^T M^-1 p: momentum(z, i) = the momentum of coordinate i from
 //           its standard normal z, and inverse(i) = its M^-1 entry, the velocity's factor (a type
 //           UnitMass for the identity). mass_matrix.h's DiagonalMass / IdentityMass, or the lane
