@@ -1,6 +1,6 @@
-// The CPU chain launchers over any Target (math/target.h), as templates a library instantiates for
-// its targets (cpu/builtin_targets.cpp; users' modules): sampling, and warm-up per chain or pooled.
-// The per-chain math is math/transition.h's, as the CUDA kernels compute it.
+// The CPU chain launchers over any Target (math/targets/target.h), as templates a library
+// instantiates for its targets (cpu/builtin_targets.cpp; users' modules): sampling, and warm-up per
+// chain or pooled. The per-chain math is math/hmc/transition.h's, as the CUDA kernels compute it.
 //
 // Sampling and per-chain warm-up run chains in parallel, each through all of the call's
 // transitions. A shared adaptation state (G = 1) pools every chain: transitions run one at a time
@@ -15,17 +15,17 @@
 #include <memory>
 #include <vector>
 
-#include "../math/adaptation_windows.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/trajectory_adaptation.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "../math/chunk_sum.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/target.h"
-#include "../math/thinning.h"
-#include "../math/trajectory_adaptation.h"
-#include "../math/transition.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/hmc/transition.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/stats/thinning.h"
+#include "../math/stats/welford.h"
+#include "../math/targets/target.h"
 #include "chain_blocks.h"
 #include "serial_group.h"
 
@@ -91,9 +91,9 @@ void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t k, const scal
   for (int64_t j = 0; j < dim; ++j) welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
 }
 
-// A chain's trajectory record row [trajectory_record_width(dim)] (math/trajectory_adaptation.h):
-// the transition writes its start, proposal and velocity rows, the caller its acceptance statistic
-// and trajectory jitter.
+// A chain's trajectory record row [trajectory_record_width(dim)]
+// (math/adaptation/trajectory_adaptation.h): the transition writes its start, proposal and velocity
+// rows, the caller its acceptance statistic and trajectory jitter.
 inline TrajectoryRecord record_rows(double* row, int64_t dim) {
   return {row, row + dim, row + 2 * dim};
 }
@@ -104,7 +104,8 @@ inline void record_outcome(double* row, int64_t dim, double accept_prob, float j
 }
 
 // Transition t of chain b of the batch from its state q [dim], with inverse mass inv_mass [dim] and
-// base step size `step_size`: math/transition.h's body on the serial group under the philox stream.
+// base step size `step_size`: math/hmc/transition.h's body on the serial group under the philox
+// stream.
 template <class Target, typename scalar_t = typename Target::Scalar>
 TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainBatch<scalar_t>& c,
                                               int64_t b, int64_t t, const scalar_t* inv_mass,
@@ -171,8 +172,8 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   });
 }
 
-// ChEES's statistics of one pooled warm-up transition (math/trajectory_adaptation.h): every
-// chain's trajectory record, then the state's update, in the pooled CUDA kernel's order of
+// ChEES's statistics of one pooled warm-up transition (math/adaptation/trajectory_adaptation.h):
+// every chain's trajectory record, then the state's update, in the pooled CUDA kernel's order of
 // operations.
 template <typename scalar_t>
 class ChEESStatistics {
@@ -248,9 +249,10 @@ class Warmup {
     const double length = p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
     const TransitionUniforms uniforms = transition_uniforms(
         c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t));
+    const TrajectoryRecord record = chees != nullptr ? chees->rows_of(b) : TrajectoryRecord{};
     const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * c_.dim,
                                            c_.step_size[g], length, uniforms, arrays, carry,
-                                           chees != nullptr ? chees->rows_of(b) : TrajectoryRecord{});
+                                           record);
     if (c_.gradient_evaluations != nullptr) {
       c_.gradient_evaluations[b] += decision.gradient_evaluations;
     }

@@ -1,14 +1,14 @@
-// The CPU's Group policy of math/transition.h: one thread runs a chain's whole row, which lives in
-// memory ([dim] arrays; a worker's scratch reused across its chains), coordinate by coordinate in
-// loops the compiler runs in vector lanes. Nothing to synchronise; the chunk sum is chunk_sum.h's
-// PairwiseChunkSum over the chunks in order.
+// The CPU's Group policy of math/hmc/transition.h: one thread runs a chain's whole row, which lives
+// in memory ([dim] arrays; a worker's scratch reused across its chains), coordinate by coordinate
+// in loops the compiler runs in vector lanes. Nothing to synchronise; the chunk sum is
+// chunk_sum.h's PairwiseChunkSum over the chunks in order.
 #pragma once
 
 #include <cstdint>
 
-#include "../math/chunk_sum.h"
-#include "../math/target.h"
-#include "../math/transition.h"
+#include "../math/hmc/transition.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/targets/target.h"
 
 namespace fused_hmc {
 
@@ -37,7 +37,7 @@ struct TrajectoryScratch {
 };
 
 // The force f [dim] and potential *u at a chain's current state, handed from one transition to the
-// next (math/transition.h's Carry). `valid` is false until a transition of the call has run;
+// next (math/hmc/transition.h's Carry). `valid` is false until a transition of the call has run;
 // f == nullptr carries nothing.
 template <typename scalar_t>
 struct ForceCarry {

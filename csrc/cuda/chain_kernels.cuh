@@ -1,4 +1,4 @@
-// The persistent chain kernels over any Target (math/target.h), as templates a library
+// The persistent chain kernels over any Target (math/targets/target.h), as templates a library
 // instantiates for its targets (cuda/builtin_*.cu; users' modules):
 //   sampling_kernel       transitions with kept draws, Welford moments and acceptance statistics
 //                         (state and moments in registers for the whole call);
@@ -7,21 +7,21 @@
 //                         in registers for the whole call;
 // and their launchers. Chunking, batch splits and the block size (chain_block's, which shrinks for
 // a small batch; __launch_bounds__ names the largest) change no bit; the operations are the CPU
-// build's (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
+// build's (math/hmc/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
 #pragma once
 
 #include <type_traits>
 
-#include "../math/adaptation_windows.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/thinning.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/stats/thinning.h"
+#include "../math/stats/welford.h"
 #include "chain_shape.cuh"
 #include "keep_draws.cuh"
-#include "tuned_group.cuh"
+#include "lane_group.cuh"
 
 namespace fused_hmc {
 namespace chain_kernels {
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
   const LaneGroup<scalar_t, GROUP, CHUNKS> group(
-      seat, c.dim, tuned_shared_memory<scalar_t>() + slot * c.dim);
+      seat, c.dim, chain_shared_memory<scalar_t>() + slot * c.dim);
 
   Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
@@ -89,9 +89,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
         record = {row, row + c.dim, row + 2 * c.dim};
       }
     }
-    const auto decision = transition(
-        group, target, PhiloxNoise<scalar_t>{c.stream, stream_chain, static_cast<uint64_t>(t), drawn},
-        coefficients, q, Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
+    const PhiloxNoise<scalar_t> noise{c.stream, stream_chain, static_cast<uint64_t>(t), drawn};
+    const auto decision =
+        transition(group, target, noise, coefficients, q,
+                   Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
     if constexpr (RECORD) {
       if (row != nullptr && seat.lane == 0) {
         row[3 * c.dim] = static_cast<double>(decision.accept_prob());
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t row = seat.live ? chain : 0;
   const LaneGroup<scalar_t, GROUP, CHUNKS> group(
-      seat, c.dim, tuned_shared_memory<scalar_t>() + slot * c.dim);
+      seat, c.dim, chain_shared_memory<scalar_t>() + slot * c.dim);
 
   Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "../math/chain_params.h"
-#include "../math/noise_streams.h"
+#include "../math/rng/noise_streams.h"
 
 namespace fused_hmc {
 
@@ -32,7 +32,7 @@ struct TransitionParams {
   const void* uniform;
   bool uniform_is_float;
   // kPhilox / kTorchStream: the generator reservation, or the key of an explicit seed
-  // (math/stream_key.h).
+  // (math/rng/stream_key.h).
   at::PhiloxCudaState rng_state;
   bool from_generator;
   uint64_t seed;

@@ -18,17 +18,16 @@
 
 #include <cooperative_groups.h>
 
-#include "../math/adaptation_windows.h"
-#include "../math/chunk_sum.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/trajectory_adaptation.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/trajectory_adaptation.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "chain_group.cuh"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/stats/welford.h"
 #include "chain_shape.cuh"
-#include "tuned_group.cuh"
+#include "lane_group.cuh"
 
 namespace fused_hmc {
 namespace pooled_warmup {
@@ -89,7 +88,7 @@ class PooledWarmup {
   __device__ PooledWarmup(const Target& target, const WarmupParams<scalar_t>& p, double* scratch)
       : target_(target), p_(p), c_(p.chains), scratch_(scratch), chains_(block_chains<GROUP>()),
         tiles_((p.chains.batch + chains_ - 1) / chains_) {
-    inv_mass_ = tuned_shared_memory<scalar_t>();
+    inv_mass_ = chain_shared_memory<scalar_t>();
     x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
     for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
     __syncthreads();
@@ -163,8 +162,8 @@ class PooledWarmup {
   }
 
   // ChEES's update of `s` after run_tiles (and a grid barrier), with the next transition's step
-  // size: the three passes of math/trajectory_adaptation.h's statistics, grid barriers between.
-  // Every block ends with the same state (the same sums of the same numbers).
+  // size: the three passes of math/adaptation/trajectory_adaptation.h's statistics, grid barriers
+  // between. Every block ends with the same state (the same sums of the same numbers).
   __device__ void adapt_trajectory_length(cg::grid_group& grid, ChEESState& s,
                                           double next_step_size) {
     const int64_t d = c_.dim, rows = c_.batch * d, seats = tiles_ * chains_, width = 2 * d + 2;

@@ -151,7 +151,7 @@ def test_lanes_must_be_a_power_of_two_up_to_32():
 
 @pytest.mark.slow
 def test_compiled_lanes_model_matches_autograd_and_samples():
-    """CppTarget with lanes=4 on the CPU sums the four shares (csrc/math/lane_rows.h)."""
+    """CppTarget with lanes=4 on the CPU sums the four shares (csrc/math/targets/lane_rows.h)."""
     model = library_model(fused_hmc.models.logistic_regression(n=300, k=5), lanes=4)
     assert model.lanes == 4
     x = points(model, 4)

@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
-#include "../host_device.h"
-#include "../rounding.h"
-#include "../target.h"
-#include "../transition.h"
+#include "../fp/host_device.h"
+#include "../fp/rounding.h"
+#include "../hmc/transition.h"
+#include "target.h"
 
 namespace fused_hmc {
 

@@ -6,9 +6,9 @@
 //
 // How user code is wrapped (the CppTarget code generator does exactly this):
 //
-//   #include "math/target_functions.h"     // (path from csrc/) this header and nothing else
-//   <the generated Data struct>            // anywhere; it only holds pointers, shapes, scalars
-//   namespace fused_hmc_user {
+//   #include "math/targets/target_functions.h"     // (path from csrc/) this header and nothing
+//   else <the generated Data struct>            // anywhere; it only holds pointers, shapes,
+//   scalars namespace fused_hmc_user {
 //   #line 1 "<model file name>"            // so compiler messages carry the user's line numbers
 //   <user source, verbatim>
 //   }  // namespace fused_hmc_user
@@ -28,10 +28,10 @@
 
 #include <stdint.h>
 
-#include "dual.h"
+#include "../autodiff/dual.h"
 #include "lane_rows.h"  // fused_hmc::Rows, for a model over lanes (log_density_rows)
-#include "host_device.h"
-#include "scalar_functions.h"
+#include "../fp/host_device.h"
+#include "../fp/scalar_functions.h"
 
 #define FUSED_HMC_HD FHMC_HD
 

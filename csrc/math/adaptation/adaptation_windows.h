@@ -16,8 +16,8 @@
 
 #include <cstdint>
 
-#include "host_device.h"
-#include "limits.h"
+#include "../fp/host_device.h"
+#include "../limits.h"
 
 namespace fused_hmc {
 

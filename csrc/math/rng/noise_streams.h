@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "host_device.h"
+#include "../fp/host_device.h"
 #include "philox.h"
 #include "transforms.h"
 

@@ -4,7 +4,7 @@
 // by ONE fixed balanced pairwise tree over p = 0..31 (adjacent first: ((s0 + s1) + (s2 + s3)) +
 // ...). A chain on G lanes (G | 32) has lane l evaluate partials [l * 32 / G, (l + 1) * 32 / G)
 // and add them by the lower levels of that tree (sum_partials here); the lanes' butterfly
-// (cuda/tuned_group.cuh, xor offsets 1, 2, 4, ...) forms the upper levels. IEEE addition
+// (cuda/lane_group.cuh, xor offsets 1, 2, 4, ...) forms the upper levels. IEEE addition
 // commutes, so every lane ends with the bits of the one tree, and one thread (the CPU, G = 1)
 // forms it whole: the draws do not depend on the lanes. The tree's additions are tree_add, which
 // nvcc never contracts into an FMA with a product from an inlined share (that would make the bits
@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "host_device.h"
+#include "../fp/host_device.h"
 
 // nvcc's loop pragmas (g++ has no "unroll" pragma): the levels unrolled (compile-time stack
 // indices), the loop over the partials kept (one copy of the share's code).

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "rounding.h"
-#include "host_device.h"
+#include "../fp/host_device.h"
+#include "../fp/rounding.h"
 
 namespace fused_hmc {
 

@@ -1,27 +1,27 @@
 // CUDA kernels: one HMC transition of N(mu, I) for every chain in one launch, noise drawn inside.
 //
-// math/transition.h's body on the lane group (tuned_group.cuh), as the chain kernels run it: the
+// math/hmc/transition.h's body on the lane group (lane_group.cuh), as the chain kernels run it: the
 // native philox stream on the standard target (StandardGaussian), caller-supplied tensors and
 // torch's own stream (the numbers torch.randn_like(q) and torch.rand(B) would draw,
 // noise_streams.h) on the reference's rounding of it (ReferenceGaussian), bit for bit the
 // reference's q_new. The block's Metropolis uniforms are formed by its first threads, one per
 // chain, ahead of the trajectory. Seed and offset come from the torch generator's
 // philox_cuda_state and are unpacked in the kernel, so CUDA graph replays draw fresh numbers.
-// The host side (checks, outputs, generator) is hmc_step_cuda.cpp.
+// The host side (checks, outputs, generator) is transition_cuda.cpp.
 #include <tuple>  // before PhiloxUtils.cuh, whose unpack() returns std::tuple without including it
 #include <type_traits>
 
 #include <ATen/cuda/PhiloxUtils.cuh>
 
-#include "../math/metropolis.h"
-#include "../math/noise_streams.h"
+#include "../math/hmc/metropolis.h"
+#include "../math/hmc/transition.h"
+#include "../math/rng/noise_streams.h"
 #include "../math/targets/reference_gaussian.h"
 #include "../math/targets/standard_gaussian.h"
-#include "../math/transition.h"
-#include "chain_group.cuh"
+#include "chain_shape.cuh"
 #include "chunk_io.cuh"
+#include "lane_group.cuh"
 #include "launch_params.h"
-#include "tuned_group.cuh"
 
 namespace fused_hmc {
 namespace {
@@ -110,7 +110,7 @@ __device__ __forceinline__ bool chain_accepts(const TransitionParams<scalar_t>& 
   }
 }
 
-// The kernel's noise policy (math/transition.h): the chain's momentum from SOURCE (traced to
+// The kernel's noise policy (math/hmc/transition.h): the chain's momentum from SOURCE (traced to
 // momentum_out when asked), and the test against its uniform's log, which the block's first threads
 // form in log_uniform (shared memory) while the trajectory runs: await_uniform is their barrier.
 template <NoiseSource SOURCE, typename scalar_t>
@@ -207,7 +207,7 @@ cudaError_t launch_philox_blocks(const uint32_t* counters, uint32_t* out, int64_
 template <typename scalar_t>
 cudaError_t launch_transition(const TransitionParams<scalar_t>& p, NoiseSource source,
                               cudaStream_t stream) {
-  with_tuned_group_shape(choose_tuned_group_shape(p.dim), [&](auto group, auto chunks) {
+  with_group_shape(choose_group_shape(p.dim), [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
     using Geometry = GroupGeometry<G>;
     const auto blocks = static_cast<unsigned>((p.batch + Geometry::kChainsPerBlock - 1) /

@@ -8,13 +8,13 @@
 #include <mutex>
 #include <tuple>
 
-#include "../math/mass_matrix.h"
-#include "../math/metropolis.h"
-#include "../math/noise_streams.h"
-#include "../math/stream_key.h"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/hmc/metropolis.h"
+#include "../math/hmc/transition.h"
+#include "../math/rng/noise_streams.h"
+#include "../math/rng/stream_key.h"
 #include "../math/targets/reference_gaussian.h"
 #include "../math/targets/standard_gaussian.h"
-#include "../math/transition.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 #include "chain_blocks.h"
@@ -29,7 +29,7 @@ using at::Tensor;
 // Chains per block at least (chain_blocks.h): a transition of one chain is a few microseconds.
 constexpr int64_t kChainsPerBlock = 16;
 
-// The transition op's noise policy (math/transition.h) for given tensors (and the torch mode's
+// The transition op's noise policy (math/hmc/transition.h) for given tensors (and the torch mode's
 // draws, made first): the chain's momentum row, and its uniform u in its own dtype (float or
 // double), under the reference's Metropolis test.
 template <typename scalar_t, typename uniform_t>
@@ -55,8 +55,8 @@ struct TracedNoise : Noise {
 };
 
 // One transition of every chain of q [B, d] (contiguous) into q_new (q's row, updated in place
-// where accepted): math/transition.h's body on the serial group, with noise_of(b) chain b's noise
-// policy and unit mass.
+// where accepted): math/hmc/transition.h's body on the serial group, with noise_of(b) chain b's
+// noise policy and unit mass.
 template <class Target, class NoiseOf, typename scalar_t = typename Target::Scalar>
 void transition_chains(const Target& target, const Tensor& q, double step_size, int num_steps,
                        const NoiseOf& noise_of, Tensor& q_new, Tensor& accepted) {
@@ -116,11 +116,11 @@ std::tuple<Tensor, Tensor> allocate_outputs(const Tensor& q) {
           at::empty({q.size(0)}, q.options().dtype(at::kBool))};
 }
 
-std::tuple<Tensor, Tensor> hmc_step_noise_cpu(const Tensor& q, const Tensor& mu,
-                                              const Tensor& momentum, const Tensor& uniform,
-                                              double step_size, int64_t num_leapfrog_steps) {
+std::tuple<Tensor, Tensor> transition_given_cpu(const Tensor& q, const Tensor& mu,
+                                                const Tensor& momentum, const Tensor& uniform,
+                                                double step_size, int64_t num_leapfrog_steps) {
   auto [q_new, accepted] = allocate_outputs(q);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_noise_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "transition_given_cpu", [&] {
     const auto run = [&](auto uniform_tag) {
       transition_with_noise<scalar_t, decltype(uniform_tag)>(
           q.contiguous(), mu.contiguous(), momentum.contiguous(), uniform.contiguous(), step_size,
@@ -139,23 +139,24 @@ uint64_t draw_cpu_key(const std::optional<at::Generator>& generator) {
   return gen->random64();
 }
 
-// A drawn transition's outputs and the noise it drew (arguments checked by transition_cpu).
-std::tuple<Tensor, Tensor, Tensor, Tensor> transition_drawn_cpu(
-    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    NoiseMode mode, const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
-    int64_t transition) {
+// A drawn transition's outputs and the noise it drew, traced or not (arguments checked by
+// transition_op).
+TransitionOutputs transition_drawn_cpu(const Tensor& q, const Tensor& mu, double step_size,
+                                       int64_t num_leapfrog_steps, NoiseMode mode,
+                                       const std::optional<at::Generator>& generator,
+                                       std::optional<int64_t> seed, int64_t transition, bool) {
   if (mode == NoiseMode::kTorch) {
     // The reference's draws, in its order, from the same generator; then the fused transition.
     // The traced momentum is contiguous, like every backend's (and the fake impl's).
     const ReferenceNoise noise = draw_reference_noise(q, generator);
-    auto [q_new, accepted] = hmc_step_noise_cpu(q, mu, noise.momentum, noise.uniform, step_size,
-                                                num_leapfrog_steps);
+    auto [q_new, accepted] = transition_given_cpu(q, mu, noise.momentum, noise.uniform,
+                                                  step_size, num_leapfrog_steps);
     return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
   }
   auto [q_new, accepted] = allocate_outputs(q);
   Tensor momentum = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
   Tensor uniform = at::empty({q.size(0)}, q.options().dtype(at::kFloat));
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_philox_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "transition_drawn_cpu", [&] {
     const PhiloxStream stream =
         seed ? seeded_stream<scalar_t>(*seed, q.size(1))
              : PhiloxStream{draw_cpu_key(generator), 0, momentum_blocks<scalar_t>(q.size(1)) + 1};
@@ -167,30 +168,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> transition_drawn_cpu(
   return {q_new, accepted, momentum, uniform};
 }
 
-// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
-std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cpu(
-    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    c10::string_view noise, const std::optional<at::Generator>& generator,
-    std::optional<int64_t> seed, int64_t transition, const std::optional<Tensor>& momentum,
-    const std::optional<Tensor>& uniform, bool trace) {
-  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  const NoiseMode mode = parse_noise_mode(noise);
-  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
-  if (mode == NoiseMode::kGiven) {
-    auto [q_new, accepted] =
-        hmc_step_noise_cpu(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
-    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
-    // fresh tensors: the schema's outputs alias no input
-    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
-  }
-  auto [q_new, accepted, drawn_momentum, drawn_uniform] =
-      transition_drawn_cpu(q, mu, step_size, num_leapfrog_steps, mode, generator, seed, transition);
-  if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
-  return {q_new, accepted, drawn_momentum, drawn_uniform};
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) { m.impl("transition", &transition_cpu); }
+TORCH_LIBRARY_IMPL(fused_hmc, CPU, m) {
+  m.impl("transition", &transition_op<&transition_given_cpu, &transition_drawn_cpu>);
+}
 
 }  // namespace fused_hmc

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "host_device.h"
+#include "../fp/host_device.h"
 #include "philox.h"
 
 namespace fused_hmc {

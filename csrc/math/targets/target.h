@@ -15,7 +15,7 @@
 //                d log p / dx. Users' models (CppTarget) are of this kind. `kLanes` (a power of
 //                two up to 32) is the threads a chain takes on CUDA; above one, each calls
 //                `S lane_log_density_and_gradient(const S* x, S* grad, int lane)`, its block of
-//                the partial sums that log_density_and_gradient adds (math/lane_rows.h).
+//                the partial sums that log_density_and_gradient adds (math/targets/lane_rows.h).
 //
 // and:
 //   kName            the registry key, as Python's ops.run names the target;
@@ -40,9 +40,9 @@ namespace fused_hmc {
 enum class TargetForce { kCoordinate, kRow, kPosition };
 
 // Whether a Target's chains carry the force at their state from one transition to the next (L
-// gradient evaluations per transition, not L + 1; math/transition.h's ForceCarry). A shifted target
-// (the Gaussians, x0 = q - mu) evaluates it at every start instead: (x + mu) - mu is not x bitwise,
-// so a carried force would change the bits, and its force is one multiply per coordinate.
+// gradient evaluations per transition, not L + 1; math/hmc/transition.h's ForceCarry). A shifted
+// target (the Gaussians, x0 = q - mu) evaluates it at every start instead: (x + mu) - mu is not x
+// bitwise, so a carried force would change the bits, and its force is one multiply per coordinate.
 template <class Target>
 constexpr bool carries_force() {
   return !Target::kShifted;

@@ -26,8 +26,8 @@
 
 #include <type_traits>
 
-#include "host_device.h"
-#include "scalar_functions.h"
+#include "../fp/host_device.h"
+#include "../fp/scalar_functions.h"
 
 #if defined(__CUDACC__)
 #define FHMC_UNROLL _Pragma("unroll")

@@ -31,9 +31,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "rounding.h"
-#include "host_device.h"
-#include "portable_math.h"
+#include "../fp/host_device.h"
+#include "../fp/portable_math.h"
+#include "../fp/rounding.h"
 
 namespace fused_hmc {
 

@@ -1,5 +1,6 @@
 // Host side of the CUDA transition ops: argument checks, outputs, the generator reservation, and
-// the launch (hmc_step_cuda.cu). Compiled by g++, so every error is raised from ordinary host code.
+// the launch (transition_kernel.cu). Compiled by g++, so every error is raised from ordinary host
+// code.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAException.h>
@@ -10,8 +11,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "../math/stream_key.h"
 #include "../check_message.h"
+#include "../math/rng/stream_key.h"
 #include "../torch_stream.h"
 #include "../transition_request.h"
 #include "device_info.h"
@@ -62,9 +63,10 @@ TransitionParams<scalar_t> base_params(const Tensor& q, const Tensor& mu, Output
   return p;
 }
 
-std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor& mu_in,
-                                               const Tensor& momentum_in, const Tensor& uniform_in,
-                                               double step_size, int64_t num_leapfrog_steps) {
+std::tuple<Tensor, Tensor> transition_given_cuda(const Tensor& q_in, const Tensor& mu_in,
+                                                 const Tensor& momentum_in,
+                                                 const Tensor& uniform_in, double step_size,
+                                                 int64_t num_leapfrog_steps) {
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
@@ -72,7 +74,7 @@ std::tuple<Tensor, Tensor> hmc_step_noise_cuda(const Tensor& q_in, const Tensor&
   if (q_in.size(0) == 0) return {out.q_new, out.accepted};
   const Tensor q = q_in.contiguous(), mu = mu_in.contiguous();
   const Tensor momentum = momentum_in.contiguous(), uniform = uniform_in.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_noise_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "transition_given_cuda", [&] {
     auto p = base_params<scalar_t>(q, mu, out, step_size, num_leapfrog_steps);
     p.momentum = momentum.data_ptr<scalar_t>();
     p.vectorized = p.vectorized && rows_vectorizable(p.momentum, p.dim, sizeof(scalar_t));
@@ -108,16 +110,16 @@ Outputs transition_with_torch_draws(const Tensor& q, const Tensor& mu, double st
   }
   const ReferenceNoise noise = draw_reference_noise(q, generator);
   auto [q_new, accepted] =
-      hmc_step_noise_cuda(q, mu, noise.momentum, noise.uniform, step_size, num_leapfrog_steps);
+      transition_given_cuda(q, mu, noise.momentum, noise.uniform, step_size, num_leapfrog_steps);
   if (!traced) return {q_new, accepted, Tensor(), Tensor()};
   return {q_new, accepted, noise.momentum.contiguous(), noise.uniform};
 }
 
-// A drawn transition (arguments checked by transition_cuda).
-Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
-                      int64_t num_leapfrog_steps, NoiseMode mode,
-                      const std::optional<at::Generator>& generator, std::optional<int64_t> seed,
-                      int64_t transition, bool traced) {
+// A drawn transition (arguments checked by transition_op).
+Outputs transition_drawn_cuda(const Tensor& q_in, const Tensor& mu_in, double step_size,
+                              int64_t num_leapfrog_steps, NoiseMode mode,
+                              const std::optional<at::Generator>& generator,
+                              std::optional<int64_t> seed, int64_t transition, bool traced) {
   check_dim_supported(q_in, kMaxCudaDim, "CUDA");
   check_batch_launchable(q_in);
   const c10::cuda::CUDAGuard guard(q_in.device());
@@ -133,7 +135,7 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
   if (q_in.size(0) == 0) return out;
   const NoiseLayout layout = randn_like_layout(q_in);
   const Tensor q = q_in.contiguous(), mu = mu_in.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hmc_step_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "transition_cuda", [&] {
     auto p = base_params<scalar_t>(q, mu, out, step_size, num_leapfrog_steps);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     if (mode == NoiseMode::kPhilox) {
@@ -163,25 +165,14 @@ Outputs hmc_step_impl(const Tensor& q_in, const Tensor& mu_in, double step_size,
   return out;
 }
 
-// The transition op (ops/schema.cpp): given noise, or drawn (philox or torch), traced on request.
-std::tuple<Tensor, Tensor, Tensor, Tensor> transition_cuda(
-    const Tensor& q, const Tensor& mu, double step_size, int64_t num_leapfrog_steps,
-    c10::string_view noise, const std::optional<at::Generator>& generator,
-    std::optional<int64_t> seed, int64_t transition, const std::optional<Tensor>& momentum,
-    const std::optional<Tensor>& uniform, bool trace) {
-  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
-  const NoiseMode mode = parse_noise_mode(noise);
-  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
-  if (mode == NoiseMode::kGiven) {
-    auto [q_new, accepted] =
-        hmc_step_noise_cuda(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
-    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
-    // fresh tensors: the schema's outputs alias no input
-    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
-  }
-  Outputs out = hmc_step_impl(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
-                              transition, trace);
-  if (!trace) return {out.q_new, out.accepted, untraced_momentum(q), untraced_uniform(q)};
+// The drawn path as transition_op takes it.
+TransitionOutputs transition_drawn_outputs(const Tensor& q, const Tensor& mu, double step_size,
+                                           int64_t num_leapfrog_steps, NoiseMode mode,
+                                           const std::optional<at::Generator>& generator,
+                                           std::optional<int64_t> seed, int64_t transition,
+                                           bool traced) {
+  Outputs out = transition_drawn_cuda(q, mu, step_size, num_leapfrog_steps, mode, generator, seed,
+                                      transition, traced);
   return {out.q_new, out.accepted, out.momentum, out.uniform};
 }
 
@@ -199,7 +190,9 @@ Tensor philox4x32_cuda(const Tensor& counters, int64_t key) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) { m.impl("transition", &transition_cuda); }
+TORCH_LIBRARY_IMPL(fused_hmc, CUDA, m) {
+  m.impl("transition", &transition_op<&transition_given_cuda, &transition_drawn_outputs>);
+}
 TORCH_LIBRARY_IMPL(fused_hmc_testing, CUDA, m) { m.impl("philox4x32", &philox4x32_cuda); }
 
 }  // namespace fused_hmc

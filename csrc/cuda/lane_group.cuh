@@ -1,5 +1,6 @@
-// The CUDA Group policy of math/transition.h: a chain's group of GROUP threads, each holding CHUNKS
-// chunks of 4 coordinates in registers (chunk lane + c * GROUP), over any Target (math/target.h):
+// The CUDA Group policy of math/hmc/transition.h: a chain's group of GROUP threads, each holding
+// CHUNKS chunks of 4 coordinates in registers (chunk lane + c * GROUP), over any Target
+// (math/targets/target.h):
 //   kCoordinate  each thread forms its own coordinates' forces;
 //   kRow         (a dense Gaussian) the group writes the position to `x_shared` (this chain's [dim]
 //                of shared memory) and synchronises the block around every force evaluation; every
@@ -8,24 +9,90 @@
 //   kPosition    (users' models) the target's kLanes threads (GROUP): with one, the thread holds
 //                the whole chain and hands the target its position as one array; with more, each
 //                lane gathers the whole position by shuffles, evaluates its share of the data's rows
-//                (math/lane_rows.h) and the lanes add their shares by a butterfly.
+//                (math/targets/lane_rows.h) and the lanes add their shares by a butterfly.
 // The chain kernels' other per-group pieces live here too: the row loads and stores, the register
 // inverse mass (the lane group's Mass policy), uniforms formed ahead, the carried force.
 #pragma once
 
 #include <cstdint>
 
-#include "../math/chunk_sum.h"
-#include "../math/lane_rows.h"
-#include "../math/mass_matrix.h"
-#include "../math/metropolis.h"
-#include "../math/noise_streams.h"
-#include "../math/target.h"
-#include "../math/transition.h"
-#include "chain_group.cuh"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/hmc/metropolis.h"
+#include "../math/hmc/transition.h"
+#include "../math/rng/noise_streams.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/targets/lane_rows.h"
+#include "../math/targets/target.h"
 #include "chunk_io.cuh"
+#include "group_shape.h"
 
 namespace fused_hmc {
+
+// The chains of the launched block (chain_block's choice, at most GroupGeometry<GROUP>'s).
+template <int GROUP>
+__device__ __forceinline__ int block_chains() {
+  if constexpr (GROUP > kWarp) return 1;  // a larger group is a block alone
+  return static_cast<int>(blockDim.x) / GROUP;
+}
+
+// The chain's sum of chunk partials in the canonical order of math/stats/chunk_sum.h: part[c] is
+// the partial of chunk lane + c * GROUP (zero for chunks past the end). Lane butterflies with
+// rising offsets build the tree over the low chunk-index bits, warps (for groups above a warp) the
+// next bits, a thread's chunks the highest. Every thread of the group gets the root.
+template <int GROUP, int CHUNKS, typename T>
+__device__ __forceinline__ T group_chunk_sum(T (&part)[CHUNKS]) {
+  constexpr int kLanes = GROUP < kWarp ? GROUP : kWarp;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int offset = 1; offset < kLanes; offset *= 2) {
+      part[c] += __shfl_xor_sync(0xffffffffu, part[c], offset, kLanes);
+    }
+  }
+  if constexpr (GROUP > kWarp) {
+    constexpr int kWarps = GROUP / kWarp;
+    __shared__ T warp_parts[CHUNKS][kWarps];
+    if (threadIdx.x % kWarp == 0) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) warp_parts[c][threadIdx.x / kWarp] = part[c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      T w[kWarps];
+#pragma unroll
+      for (int i = 0; i < kWarps; ++i) w[i] = warp_parts[c][i];
+#pragma unroll
+      for (int stride = 1; stride < kWarps; stride *= 2) {
+#pragma unroll
+        for (int i = 0; i + stride < kWarps; i += 2 * stride) w[i] += w[i + stride];
+      }
+      part[c] = w[0];
+    }
+    __syncthreads();  // the slots may be reused by the next call
+  }
+#pragma unroll
+  for (int stride = 1; stride < CHUNKS; stride *= 2) {
+#pragma unroll
+    for (int c = 0; c + stride < CHUNKS; c += 2 * stride) part[c] += part[c + stride];
+  }
+  return part[0];
+}
+
+// Lane 0's value of `v`, handed to every thread of the chain's group.
+template <int GROUP, typename T>
+__device__ __forceinline__ T group_broadcast(T v) {
+  if constexpr (GROUP <= kWarp) {
+    return __shfl_sync(0xffffffffu, v, 0, GROUP);
+  } else {
+    __shared__ T shared;
+    if (threadIdx.x == 0) shared = v;
+    __syncthreads();
+    const T out = shared;
+    __syncthreads();  // the slot may be reused by the next call
+    return out;
+  }
+}
 
 // A chain's group as seen by one of its threads.
 struct GroupSeat {
@@ -40,9 +107,9 @@ struct GroupSeat {
 // The block's dynamic shared memory, which the chain kernels size with target_shared_bytes (plus
 // their own arrays).
 template <typename scalar_t>
-__device__ __forceinline__ scalar_t* tuned_shared_memory() {
-  extern __shared__ __align__(16) unsigned char tuned_shared[];
-  return reinterpret_cast<scalar_t*>(tuned_shared);
+__device__ __forceinline__ scalar_t* chain_shared_memory() {
+  extern __shared__ __align__(16) unsigned char chain_shared[];
+  return reinterpret_cast<scalar_t*>(chain_shared);
 }
 
 // One coordinate a thread holds: element e of its chunk c.
@@ -87,7 +154,7 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
   }
 }
 
-// The lane group's Mass policy (math/transition.h), with what else a transition reads for the
+// The lane group's Mass policy (math/hmc/transition.h), with what else a transition reads for the
 // thread's coordinates: the inverse mass, kept in registers for a whole call, and (for one-chunk
 // shapes, where registers are plentiful) its momentum scale, recomputed only when the mass changes,
 // and a coordinate target's coefficient, so the leapfrog touches no memory. Shapes of several
@@ -155,13 +222,13 @@ struct CoordinateCoefficients {
   }
 };
 
-// A kPosition target over GROUP > 1 lanes (math/lane_rows.h): every lane of the chain gathers the
-// whole position (chunk r + c * GROUP of lane r) by shuffles, evaluates its block of log p's
-// partials and their gradient (the fixed tree's lower levels), and the butterfly adds the lanes'
-// sums (adjacent lanes first: the tree's upper levels, by tree_add, so the bits are the one tree's
-// whatever GROUP), so every lane holds U and the whole gradient and keeps its own chunks' forces. The shuffles stay
-// inside the chain's lanes (the chains of a warp may run different numbers of leapfrog steps);
-// a missing chain's lanes skip it all alike.
+// A kPosition target over GROUP > 1 lanes (math/targets/lane_rows.h): every lane of the chain
+// gathers the whole position (chunk r + c * GROUP of lane r) by shuffles, evaluates its block of
+// log p's partials and their gradient (the fixed tree's lower levels), and the butterfly adds the
+// lanes' sums (adjacent lanes first: the tree's upper levels, by tree_add, so the bits are the one
+// tree's whatever GROUP), so every lane holds U and the whole gradient and keeps its own chunks'
+// forces. The shuffles stay inside the chain's lanes (the chains of a warp may run different
+// numbers of leapfrog steps); a missing chain's lanes skip it all alike.
 template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, GroupSeat seat,
                                                       const scalar_t (&x)[CHUNKS][4],
@@ -271,7 +338,7 @@ __device__ __forceinline__ void load_shift(const Target& target, int64_t j0, int
   }
 }
 
-// A chain's TransitionUniforms (math/transition.h) formed ahead: lane i of every window of
+// A chain's TransitionUniforms (math/hmc/transition.h) formed ahead: lane i of every window of
 // kDepth = min(GROUP, 32) lanes forms transition t0 + i's, and each transition every lane of the
 // group reads its own by a shuffle. So the Philox block and the float64 log that one lane formed
 // every transition (while the warp's other lanes waited) are formed once per kDepth transitions;
@@ -309,7 +376,7 @@ class UniformsAhead {
 };
 
 // The thread's chunks of the force, and the potential, at its chain's current state, carried
-// from one transition to the next for a target that carries_force (math/target.h; the CPU's
+// from one transition to the next for a target that carries_force (math/targets/target.h; the CPU's
 // ForceCarry): in registers across a persistent kernel's transitions, or loaded and stored by a
 // kernel whose chains change between transitions (pooled_warmup.cuh). Empty for the others.
 template <class Target, int CHUNKS, typename scalar_t = typename Target::Scalar>
@@ -394,7 +461,7 @@ class LaneGroup {
     Row<scalar_t> p0, f0, x, p, f;
   };
 
-  // Chunk c of the thread, starting at coordinate j0 < dim; each() visits its coordinates below dim.
+  // Chunk c of the thread, from coordinate j0 < dim; each() visits its coordinates below dim.
   struct Chunk {
     int c;
     int64_t j0, dim;

@@ -14,7 +14,7 @@
 //           (draw) or of a row (draw_row), the step-size and trajectory jitter uniforms, and the
 //           Metropolis test against its uniform (accepts; await_uniform first, from every thread).
 //           PhiloxNoise below (the native stream); the transition op adds given noise and torch's
-//           stream (cpu/transition_cpu.cpp, cuda/transition_cuda.cu).
+//           stream (cpu/transition_cpu.cpp, cuda/transition_kernel.cu).
 //   Mass    the kinetic energy 0.5 p^T M^-1 p: momentum(z, i) = the momentum of coordinate i from
 //           its standard normal z, and inverse(i) = its M^-1 entry, the velocity's factor (a type
 //           UnitMass for the identity). mass_matrix.h's DiagonalMass / IdentityMass, or the lane
@@ -24,7 +24,7 @@
 // The operations, in order (every build forms the same bits from the same noise):
 //   eps_t = jittered_step_size(eps, jitter, noise.jitter_uniform())        in float64
 //   eps   = S(eps_t),  h = S(0.5 eps_t)
-//   L     = trajectory_steps(T, num_steps, eps_t, noise.trajectory_uniform())   (num_steps if T = 0)
+//   L     = trajectory_steps(T, num_steps, eps_t, noise.trajectory_uniform())  (num_steps if T = 0)
 //   z     = the noise's normals;  p0_i = mass.momentum(z_i, i)
 //   x0_i  = q_i - shift_i (x0 = q for a target that is not shifted);  f0 = force(x0), or the force
 //           carried from the chain's previous transition (Carry)
@@ -40,15 +40,15 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "chunk_sum.h"
-#include "host_device.h"
+#include "../adaptation/trajectory_adaptation.h"
+#include "../fp/host_device.h"
+#include "../fp/rounding.h"
+#include "../rng/noise_streams.h"
+#include "../rng/stream_momentum.h"
+#include "../stats/chunk_sum.h"
+#include "../targets/target.h"
 #include "mass_matrix.h"
 #include "metropolis.h"
-#include "noise_streams.h"
-#include "rounding.h"
-#include "stream_momentum.h"
-#include "target.h"
-#include "trajectory_adaptation.h"
 
 namespace fused_hmc {
 
@@ -74,7 +74,8 @@ FHMC_HD StepSizes<scalar_t> step_sizes(double eps) {
   return {static_cast<scalar_t>(eps), static_cast<scalar_t>(mul_rn(0.5, eps))};
 }
 
-// The kinetic part of a coordinate's share of 2 (H(proposed) - H(current)): m_inv (p1 - p0)(p1 + p0).
+// The kinetic part of a coordinate's share of 2 (H(proposed) - H(current)):
+// m_inv (p1 - p0)(p1 + p0).
 template <typename scalar_t, typename Mass>
 FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, Mass inv_mass) {
   return mul_rn(inv_mass, mul_rn(sub_rn(p1, p0), add_rn(p1, p0)));

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
+#include "../fp/host_device.h"
+#include "../hmc/mass_matrix.h"
 #include "adaptation_windows.h"
 #include "dual_averaging.h"
-#include "host_device.h"
-#include "mass_matrix.h"
 #include "trajectory_adaptation.h"
 
 namespace fused_hmc {

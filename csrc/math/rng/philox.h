@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "host_device.h"
+#include "../fp/host_device.h"
 
 namespace fused_hmc {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "host_device.h"
+#include "../fp/host_device.h"
 #include "noise_streams.h"
 #include "transforms.h"
 

@@ -1,5 +1,5 @@
 // The Metropolis test of a transition from its summed energy change 2 (H(proposed) - H(current)),
-// in the two forms the noise modes promise (math/transition.h's noise policies pick one):
+// in the two forms the noise modes promise (math/hmc/transition.h's noise policies pick one):
 //   metropolis_*  the reference's test, log(clamp(u, min=1e-10)) < log_alpha with torch's own log
 //                 in u's dtype (the torch-stream and given-noise modes: torch's decisions);
 //   philox_*      the same comparison with log(u) taken by portable_log, so a CPU and a GPU run of
@@ -10,12 +10,12 @@
 
 #include <cmath>
 
-#include "host_device.h"
-#include "portable_math.h"
+#include "../fp/host_device.h"
+#include "../fp/portable_math.h"
 
 namespace fused_hmc {
 
-// log_alpha = H(current) - H(proposed) from the chain's summed energy change (twice the difference).
+// log_alpha = H(current) - H(proposed) from the chain's summed energy change (twice it).
 template <typename scalar_t>
 FHMC_HD scalar_t log_accept_ratio(scalar_t energy_change_twice_sum) {
   return scalar_t(-0.5) * energy_change_twice_sum;

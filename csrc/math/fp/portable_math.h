@@ -17,8 +17,8 @@
 
 #include <cmath>
 
-#include "rounding.h"
 #include "host_device.h"
+#include "rounding.h"
 
 namespace fused_hmc {
 
