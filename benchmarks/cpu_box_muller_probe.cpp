@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include "math/stream_momentum.h"
+#include "math/rng/stream_momentum.h"
 using namespace fused_hmc;
 extern "C" __m512 _ZGVeN16v_logf(__m512);
 extern "C" __m512 _ZGVeN16v_sinf(__m512);

@@ -45,7 +45,7 @@ import torch
 
 import fused_hmc
 from fused_hmc.sampling.distributed import merge_moments
-from fused_hmc.sampling.rank_stores import read_summary, rank_store
+from fused_hmc.sampling.rank_stores import read_summary
 
 TOLERANCE = 1e-12
 PER_CHAIN = ("final_state", "accept_count", "mean", "var", "mean_accept_prob", "step_size",

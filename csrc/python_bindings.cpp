@@ -3,12 +3,12 @@
 // torch.ops.fused_hmc.* parses each call's arguments against the schema in Python and costs
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
-// Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host build of math/portable_math.h's exp and log and of
-// math/stream_key.h's philox_key_from_seed.
-// Test-only too: the torch-stream emulation (math/noise_streams.h's launch geometry, value ->
-// (subsequence, block, lane) map and 32-bit split test; torch_stream.h's randn_like layout); the
-// CUDA chain kernels' block choice (cuda/group_shape.h, host logic); the CPU chains' threads
-// (at::parallel_for as compiled here, cpu/chain_blocks.h's scheduler).
+// Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host
+// build of math/fp/portable_math.h's exp and log and of math/rng/stream_key.h's
+// philox_key_from_seed. Test-only too: the torch-stream emulation (math/rng/noise_streams.h's
+// launch geometry, value -> (subsequence, block, lane) map and 32-bit split test; torch_stream.h's
+// randn_like layout); the CUDA chain kernels' block choice (cuda/group_shape.h, host logic); the
+// CPU chains' threads (at::parallel_for as compiled here, cpu/chain_blocks.h's scheduler).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
@@ -22,10 +22,10 @@
 #include "cpu/chain_blocks.h"
 #include "cuda/group_shape.h"
 #include "math/chain_params.h"
+#include "math/fp/portable_math.h"
 #include "math/limits.h"
-#include "math/noise_streams.h"
-#include "math/portable_math.h"
-#include "math/stream_key.h"
+#include "math/rng/noise_streams.h"
+#include "math/rng/stream_key.h"
 #include "ops/run_request.h"
 #include "ops/target_registry.h"
 #include "torch_stream.h"
@@ -96,14 +96,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("target_names", &fused_hmc::registered_target_names);
   m.def("chain_params_version", [] { return fused_hmc::kChainParamsVersion; });
   // The slow window [start, end] holding warm-up iteration i ((-1, -1): none), for the Python
-  // driver of a warm-up pooled over several processes (math/adaptation_windows.h).
+  // driver of a warm-up pooled over several processes (math/adaptation/adaptation_windows.h).
   m.def("slow_window_of", [](int64_t num_warmup, std::vector<int64_t> windows, int64_t i) {
     fused_hmc::check_warmup_schedule(num_warmup, windows, 0.5);
     const fused_hmc::SlowWindow w =
         fused_hmc::slow_window_of(fused_hmc::warmup_windows_of(num_warmup, windows), i);
     return std::pair<int64_t, int64_t>{w.start, w.end};
   });
-  // ChEES's weight floor (math/trajectory_adaptation.h), for the same pooled-warm-up driver.
+  // ChEES's weight floor (math/adaptation/trajectory_adaptation.h), for the same pooled-warm-up
+  // driver.
   m.attr("chees_weight_floor") = fused_hmc::kChEESWeightFloor;
   m.def("limits", [] {
     return std::map<std::string, int64_t>{

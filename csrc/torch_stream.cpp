@@ -4,7 +4,7 @@
 #include <ATen/ExpandUtils.h>
 #include <c10/core/DefaultDtype.h>
 
-#include "math/noise_streams.h"
+#include "math/rng/noise_streams.h"
 
 namespace fused_hmc {
 

@@ -1,11 +1,13 @@
 // Host-side argument checking and parsing shared by the CPU and CUDA implementations.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_view.h>
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 namespace fused_hmc {
 
@@ -43,6 +45,45 @@ void check_stream_selection(NoiseMode mode, std::optional<int64_t> seed, int64_t
 // The transition op's noise outputs when trace=False: [0] of q's dtype, and [0] float32.
 at::Tensor untraced_momentum(const at::Tensor& q);
 at::Tensor untraced_uniform(const at::Tensor& q);
+
+// The transition op's outputs: q_new, accepted, and the momentum and uniform used (traced), or
+// untraced_momentum and untraced_uniform.
+using TransitionOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// A backend's two paths of the transition op: given noise (q, mu, momentum, uniform, step_size,
+// num_leapfrog_steps) -> (q_new, accepted), and drawn noise (q, mu, step_size,
+// num_leapfrog_steps, mode, generator, seed, transition, trace) -> its outputs (the noise may be
+// undefined when not traced).
+using GivenTransition = std::tuple<at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, int64_t);
+using DrawnTransition = TransitionOutputs (*)(const at::Tensor&, const at::Tensor&, double, int64_t,
+                                              NoiseMode, const std::optional<at::Generator>&,
+                                              std::optional<int64_t>, int64_t, bool);
+
+// The transition op (ops/schema.cpp) over a backend's two paths, the same for every backend: the
+// arguments checked, then the given or the drawn path, and the noise outputs as trace asks.
+template <GivenTransition given, DrawnTransition drawn>
+TransitionOutputs transition_op(const at::Tensor& q, const at::Tensor& mu, double step_size,
+                                int64_t num_leapfrog_steps, c10::string_view noise,
+                                const std::optional<at::Generator>& generator,
+                                std::optional<int64_t> seed, int64_t transition,
+                                const std::optional<at::Tensor>& momentum,
+                                const std::optional<at::Tensor>& uniform, bool trace) {
+  check_transition_inputs(q, mu, step_size, num_leapfrog_steps);
+  const NoiseMode mode = parse_noise_mode(noise);
+  check_transition_noise(q, mode, momentum, uniform, seed, transition, generator.has_value());
+  if (mode == NoiseMode::kGiven) {
+    auto [q_new, accepted] =
+        given(q, mu, *momentum, *uniform, step_size, num_leapfrog_steps);
+    if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+    // fresh tensors: the schema's outputs alias no input
+    return {q_new, accepted, momentum->clone(at::MemoryFormat::Contiguous), uniform->clone()};
+  }
+  auto [q_new, accepted, drawn_momentum, drawn_uniform] =
+      drawn(q, mu, step_size, num_leapfrog_steps, mode, generator, seed, transition, trace);
+  if (!trace) return {q_new, accepted, untraced_momentum(q), untraced_uniform(q)};
+  return {q_new, accepted, drawn_momentum, drawn_uniform};
+}
 
 // Limits of the CUDA kernel's launch shapes. These checks live in this g++-compiled file so every
 // error is raised from host code built like the rest of the extension.

@@ -10,7 +10,7 @@ __all__ = ["HMC", "ModelNew", "hmc_step", "load_extension", "ExtensionBuildError
            "CudaUnavailableError"]
 __version__ = "0.1.0"
 
-from . import models, targets  # noqa: E402
+from . import models, targets  # noqa: E402,F401 - fused_hmc.models is public
 from .sampling import (  # noqa: E402
     SampleResult, Sampler, SamplesTooLargeError, StuckChainsWarning, load, sample)
 from .targets import DenseGaussian, DiagonalGaussian, StandardGaussian  # noqa: E402

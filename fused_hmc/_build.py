@@ -21,14 +21,8 @@ from pathlib import Path
 import torch
 
 from . import _cpu_flags
-
-
-class ExtensionBuildError(RuntimeError):
-    """The fused_hmc extension could not be built or loaded; the message says what to install."""
-
-
-class BuildLockTimeout(ExtensionBuildError):
-    """Another process held a build directory's lock for longer than the timeout (build_cache)."""
+# build_cache.py raises them too: they live apart so that neither module imports the other back.
+from .build_errors import BuildLockTimeout, ExtensionBuildError  # noqa: F401 (re-exported)
 
 
 class CudaUnavailableError(RuntimeError):

@@ -20,7 +20,7 @@ from typing import Callable
 import filelock
 from torch.utils import cpp_extension
 
-from ._build import BuildLockTimeout, ExtensionBuildError
+from .build_errors import BuildLockTimeout, ExtensionBuildError
 
 COMPLETE_MARKER = "build-complete"  # written after the library is built and loaded
 LOCK_FILE = "fused_hmc-build.lock"  # flock'ed while a process builds here

@@ -5,9 +5,10 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
   may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` for a rows-form
-  source, ``FHMC_USER_HAS_GRADIENT`` with gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/target_functions.h``, then ``namespace
-  fused_hmc_user { using Scalar = float|double; struct Data {...}; #line 1 "<source>" <the user's
-  source> }`` and ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
+  source, ``FHMC_USER_HAS_GRADIENT`` with gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build,
+  ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
+  ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
   ``PYBIND11_MODULE`` calling their register functions. The data reach the model one way: as
   ``TargetTensors`` views unpacked by the generated ``data_from_views`` (the run op's, and the
@@ -76,7 +77,7 @@ class BuildSpec:
     device_kind: str  # "cpu" or "cuda"
     fields: tuple[DataField, ...]
     user_gradient: bool
-    lanes: int = 1  # the CUDA threads a chain takes (csrc/math/lane_rows.h); 1 unless rows
+    lanes: int = 1  # the CUDA threads a chain takes (csrc/math/targets/lane_rows.h); 1 unless rows
     rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
 
 
@@ -87,7 +88,7 @@ class EntryPoint(NamedTuple):
 
 def entry_points(rows: bool) -> tuple[EntryPoint, EntryPoint]:
     """The source's log density and hand-written gradient (gradient=True): in the rows form, a
-    share of them over some of the data's rows (csrc/math/lane_rows.h)."""
+    share of them over some of the data's rows (csrc/math/targets/lane_rows.h)."""
     head = "template <typename T, typename Data> FUSED_HMC_HD T "
     if not rows:
         return (EntryPoint("log_density", head + "log_density(const T* x, const Data& data)"),
@@ -133,8 +134,8 @@ def model_header(spec: BuildSpec) -> str:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.device_kind == "cuda":
         head.append("#define FHMC_USER_WITH_CUDA 1")
-    head += ["#include <cstdint>", "", '#include "math/target.h"',
-             '#include "math/target_functions.h"', "",
+    head += ["#include <cstdint>", "", '#include "math/targets/target.h"',
+             '#include "math/targets/target_functions.h"', "",
              "namespace fused_hmc_user {",
              f"using Scalar = {spec.scalar};"]
     head += _data_struct(spec.fields)

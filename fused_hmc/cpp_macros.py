@@ -25,8 +25,8 @@ import torch
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OBJECT_LIKE = re.compile(r"^#define ([A-Za-z_][A-Za-z0-9_]*)(?:\s|$)", re.MULTILINE)
 # Every header the generated module and the syntax check include before the user's Data struct.
-_PROBE = ('#include <torch/extension.h>\n#include <cstdint>\n#include "math/target.h"\n'
-          '#include "math/target_functions.h"\n')
+_PROBE = ('#include <torch/extension.h>\n#include <cstdint>\n#include "math/targets/target.h"\n'
+          '#include "math/targets/target_functions.h"\n')
 # Prefixes of the macros of headers the probe cannot see (the CUDA toolkit's, for CUDA builds).
 CUDA_PREFIXES = ("CUDA", "CUDART_", "CUB_", "THRUST_", "NV_")
 # The C and C++ libraries' object-like macros, where the compiler cannot be asked.
@@ -52,7 +52,7 @@ _cached: dict[str, frozenset[str]] = {}
 def _cache_key(compiler: str, csrc: Path) -> str:
     digest = hashlib.sha256(repr((compiler, torch.__version__, sys.version, sys.executable))
                             .encode())
-    for header in ("math/target.h", "math/target_functions.h"):
+    for header in ("math/targets/target.h", "math/targets/target_functions.h"):
         digest.update((csrc / header).read_bytes())
     return digest.hexdigest()[:16]
 

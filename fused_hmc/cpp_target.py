@@ -1,9 +1,10 @@
 """CppTarget: a user's C++ log density (docs/TARGETS.md), compiled for the CPU and CUDA.
 
 The source is compiled on first use for each (dtype, device kind) it meets, cached on disk
-(:mod:`fused_hmc.cpp_build`); the gradient is by forward-mode dual numbers (``csrc/math/dual.h``),
-or the source's own ``log_density_and_gradient`` with ``gradient=True``. :meth:`CppTarget.check`
-compares both with torch autograd of a reference ``log_prob``.
+(:mod:`fused_hmc.cpp_build`); the gradient is by forward-mode dual numbers
+(``csrc/math/autodiff/dual.h``), or the source's own ``log_density_and_gradient`` with
+``gradient=True``. :meth:`CppTarget.check` compares both with torch autograd of a reference
+``log_prob``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .cpp_build import CppCompileError
 __all__ = ["CppTarget", "CppCompileError", "CppCheckError", "CheckReport"]
 
 _DTYPES = (torch.float32, torch.float64)
-_LANES = (1, 2, 4, 8, 16, 32)  # a chain's lanes share one warp (csrc/cuda/tuned_group.cuh)
+_LANES = (1, 2, 4, 8, 16, 32)  # a chain's lanes share one warp (csrc/cuda/lane_group.cuh)
 
 # check(): positions are drawn uniformly from [-CHECK_RADIUS, CHECK_RADIUS]^dim (Stan's default
 # initialisation of unconstrained parameters), and an error passes below
@@ -67,8 +68,8 @@ class CppTarget:
     is always 32), plus, where ``rows.first == 0``, the terms of no row (and with gradient=True
     ``log_density_and_gradient_rows(x, grad, data, rows)``, writing that share's gradient). log p
     is the sum of the 32 shares by one fixed pairwise tree, on the CPU and on CUDA
-    (csrc/math/lane_rows.h). lanes: the CUDA threads a chain of a rows-form source takes (1, 2,
-    4, 8, 16 or 32; they share the 32 shares), or "auto" (the default): chosen when sampling
+    (csrc/math/targets/lane_rows.h). lanes: the CUDA threads a chain of a rows-form source takes (1,
+    2, 4, 8, 16 or 32; they share the 32 shares), or "auto" (the default): chosen when sampling
     from the chain count, the GPU and the data (:func:`fused_hmc.lanes.choose_lanes`; 1 on the
     CPU). The draws are the same for any lanes. A source in the plain form takes one thread a
     chain (lanes "auto" or 1). ``FUSED_HMC_DIM`` is dim as a compile-time constant: loops

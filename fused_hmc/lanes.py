@@ -1,8 +1,8 @@
 """How many CUDA threads (lanes) a chain of a rows-form CppTarget takes, when lanes="auto".
 
 A rows-form log p is always the same fixed tree over 32 strided partial sums
-(csrc/math/lane_rows.h), so the lanes change the speed only, never the draws: the choice may depend
-on the chain count and the GPU. The aim is a full GPU at 1,000 to 10,000 chains: about
+(csrc/math/targets/lane_rows.h), so the lanes change the speed only, never the draws: the choice may
+depend on the chain count and the GPU. The aim is a full GPU at 1,000 to 10,000 chains: about
 ``WARPS_PER_SM`` warps on every SM (enough to hide the memory latency of the rows' loads), each
 lane keeping at least ``ROWS_PER_LANE`` rows so the butterfly over the lanes (dim shuffles a level)
 stays small beside its share of the rows (rows / lanes x dim operations). Both costs grow with dim,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-MAX_LANES = 32  # a chain's lanes share one warp (csrc/cuda/tuned_group.cuh)
+MAX_LANES = 32  # a chain's lanes share one warp (csrc/cuda/lane_group.cuh)
 WARPS_PER_SM = 8
 ROWS_PER_LANE = 4
 

@@ -103,7 +103,7 @@ def pooled_update(step_size: torch.Tensor, dual_averaging: torch.Tensor,
     of omega g and omega over every chain), ChEES's trajectory length capped at
     max_leapfrog_steps steps; with variance [d] (the pooled variance of a slow window's
     variance_draws draws), inv_mass [1, d]. The run op's pooled warm-up updates the same way
-    (csrc/math/warmup_update.h; shapes and semantics: csrc/ops/schema.cpp)."""
+    (csrc/math/adaptation/warmup_update.h; shapes and semantics: csrc/ops/schema.cpp)."""
     _ops().pooled_update.default(step_size, dual_averaging, inv_mass, accept_stat, variance,
                                  float(variance_draws), iteration, num_warmup, list(windows),
                                  target_accept, adapt_step_size, adapt_mass_matrix, chees,

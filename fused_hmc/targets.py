@@ -11,6 +11,11 @@ Each has pure-torch ``log_prob`` and ``grad`` (the gradient of log_prob), the in
 the kernel is tested against, and the exact ``mean`` / ``covariance`` for checking samples. The
 parameters are kept in float64 on the CPU; the sampler converts them to the chains' dtype and device
 (``op_tensors``). Importing this module never loads the extension.
+
+Every subclass of :class:`BuiltInTarget` that names its op target registers itself in
+:data:`BUILT_IN`, from which the sampler's checks, saved results and the CLI (``--target NAME``,
+its flags, first line and start) take the set of built-in targets: a new one is its C++ header
+(csrc/targets.def) and one class here.
 """
 from __future__ import annotations
 
@@ -67,11 +72,51 @@ def check_fits(name: str, value: torch.Tensor, dtype: torch.dtype, *, positive: 
                      + (" or use float64 chains" if dtype != torch.float64 else ""))
 
 
-class _Gaussian:
-    """What the three targets share: the mean, and how the sampler passes them to the op."""
+# The built-in targets by their op target's name, as they registered (BuiltInTarget subclasses).
+BUILT_IN: dict[str, type[BuiltInTarget]] = {}
 
-    op_target: ClassVar[str]  # the run op's name for it (csrc/targets.def)
+
+def _one_of(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+
+
+class BuiltInTarget:
+    """What the built-in targets share: the mean, how the sampler passes them to the op, and what
+    the CLI asks of them. A subclass that sets ``op_target`` registers itself in BUILT_IN."""
+
+    op_target: ClassVar[str]  # the run op's name for it (csrc/targets.def); --target's name
+    # The CLI: --target NAME's help; the shape flags it takes besides --mean ("scale",
+    # "correlation"); the largest dim it supports (None: any).
+    flag_help: ClassVar[str]
+    flags: ClassVar[tuple[str, ...]] = ()
+    max_dim: ClassVar[int | None] = None
+    # N(mu, I) whatever the parameters: the case with an exactly known acceptance rate
+    # (validation.gaussian_exact's isotropic one).
+    unit_covariance: ClassVar[bool] = False
     mu: torch.Tensor
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "op_target" in cls.__dict__:
+            BUILT_IN[cls.op_target] = cls
+
+    @classmethod
+    def from_flags(cls, mu: torch.Tensor, scale: torch.Tensor,
+                   correlation: torch.Tensor | None) -> BuiltInTarget:
+        """The target of the CLI's flags: mean mu [d], standard deviations scale [d] and the
+        correlation matrix [d, d] (None unless the class takes "correlation"), float64."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The target in the CLI run's first line."""
+        raise NotImplementedError
+
+    def draw(self, chains: int, dtype: torch.dtype, device,
+             generator: torch.Generator) -> torch.Tensor:
+        """[chains, dim] independent draws from the target (chains started at stationarity)."""
+        z = torch.randn(chains, self.dim, device=device, dtype=dtype, generator=generator)
+        factor = torch.linalg.cholesky(self.covariance).to(dtype=dtype, device=device)
+        return z @ factor.T + self.mu.to(dtype=dtype, device=device)
 
     def parameters(self) -> dict[str, torch.Tensor]:
         """The parameters by name ([d] or [d, d] float64 on the CPU), as the constructor takes
@@ -136,14 +181,28 @@ class _Gaussian:
 
 
 @dataclass(frozen=True, eq=False)
-class StandardGaussian(_Gaussian):
+class StandardGaussian(BuiltInTarget):
     """N(mu, I). mu: [d]."""
 
     mu: torch.Tensor
     op_target: ClassVar[str] = "standard"
+    flag_help: ClassVar[str] = "N(mean, I)"
+    unit_covariance: ClassVar[bool] = True
 
     def __post_init__(self):
         object.__setattr__(self, "mu", _vector("mu", self.mu))
+
+    @classmethod
+    def from_flags(cls, mu, scale, correlation) -> StandardGaussian:
+        return cls(mu)
+
+    def describe(self) -> str:
+        return f"N({float(self.mu[0]):g}, I)"
+
+    def draw(self, chains: int, dtype: torch.dtype, device,
+             generator: torch.Generator) -> torch.Tensor:
+        z = torch.randn(chains, self.dim, device=device, dtype=dtype, generator=generator)
+        return z + self.mu.to(dtype=dtype, device=device)
 
     @property
     def covariance(self) -> torch.Tensor:
@@ -163,12 +222,23 @@ class StandardGaussian(_Gaussian):
 
 
 @dataclass(frozen=True, eq=False)
-class DiagonalGaussian(_Gaussian):
+class DiagonalGaussian(BuiltInTarget):
     """N(mu, diag(scale^2)). mu, scale: [d], scale > 0 (standard deviations)."""
 
     mu: torch.Tensor
     scale: torch.Tensor
     op_target: ClassVar[str] = "diagonal"
+    flag_help: ClassVar[str] = "N(mean, diag(scale^2))"
+    flags: ClassVar[tuple[str, ...]] = ("scale",)
+
+    @classmethod
+    def from_flags(cls, mu, scale, correlation) -> DiagonalGaussian:
+        return cls(mu, scale)
+
+    def describe(self) -> str:
+        lo, hi = float(self.scale.min()), float(self.scale.max())
+        scale = f"scale {lo:g}" if lo == hi else f"scale {lo:g} .. {hi:g}"
+        return f"N({float(self.mu[0]):g}, diag(scale^2)), {scale}"
 
     def __post_init__(self):
         mu = _vector("mu", self.mu)
@@ -208,7 +278,7 @@ class DiagonalGaussian(_Gaussian):
 
 
 @dataclass(frozen=True, eq=False)
-class DenseGaussian(_Gaussian):
+class DenseGaussian(BuiltInTarget):
     """N(mu, Lambda^-1) from its precision matrix Lambda [d, d] (symmetric positive definite,
     d <= MAX_DENSE_DIM). An asymmetry within rounding (relative 1e-6, as from inverting a
     covariance) is symmetrised away as (Lambda + Lambda^T) / 2."""
@@ -216,6 +286,18 @@ class DenseGaussian(_Gaussian):
     mu: torch.Tensor
     precision: torch.Tensor
     op_target: ClassVar[str] = "dense"
+    flag_help: ClassVar[str] = (f"covariance scale_i scale_j (correlation rho off the diagonal), "
+                                f"dim <= {MAX_DENSE_DIM}")
+    flags: ClassVar[tuple[str, ...]] = ("scale", "correlation")
+    max_dim: ClassVar[int | None] = MAX_DENSE_DIM
+
+    @classmethod
+    def from_flags(cls, mu, scale, correlation) -> DenseGaussian:
+        return cls.from_covariance(mu, scale[:, None] * correlation * scale[None, :])
+
+    def describe(self) -> str:
+        mean = float(self.mu[0])
+        return "dense N(mu, Sigma)" + (f", mean {mean:g}" if mean else "")
 
     def __post_init__(self):
         mu = _vector("mu", self.mu)
@@ -271,4 +353,17 @@ class DenseGaussian(_Gaussian):
                              f"float64 chains or a better-conditioned parametrisation")
 
 
-Target = StandardGaussian | DiagonalGaussian | DenseGaussian
+
+def is_built_in(target) -> bool:
+    """Whether `target` is a built-in target (else a user's: a CppTarget or TorchModel)."""
+    return isinstance(target, BuiltInTarget)
+
+
+def by_class_name(name: str) -> type[BuiltInTarget] | None:
+    """The built-in target class of that name (how a saved result names its target), or None."""
+    return next((cls for cls in BUILT_IN.values() if cls.__name__ == name), None)
+
+
+def kinds() -> str:
+    """The built-in targets' class names, as an error message lists them."""
+    return _one_of([cls.__name__ for cls in BUILT_IN.values()])

@@ -92,7 +92,7 @@ def hmc_step(q: torch.Tensor, mu: torch.Tensor | None = None, *, step_size: floa
         momentum, uniform: external noise, [B, d] and [B]; used exactly as given (rng is ignored).
         seed, transition: select the philox stream explicitly (transition t of the stream
             ``seed``; integers, 0 <= seed < 2**64, 0 <= transition < 2**63). The seed is mixed
-            into the Philox key (csrc/math/stream_key.h), so the stream is not the one torch's
+            into the Philox key (csrc/math/rng/stream_key.h), so the stream is not the one torch's
             generator seeded with the same number draws. Not together with
             ``generator``; not inside a CUDA graph capture (a replay would redraw the same numbers;
             the generator-seeded modes advance on replay).

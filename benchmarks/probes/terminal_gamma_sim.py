@@ -1,11 +1,11 @@
 """Probe (issue 32): why per-chain dual averaging overshoots target_accept, and the terminal gamma.
 
-A numpy model of the warm-up's step-size adaptation (csrc/math/dual_averaging.h, Stan's restarts
-after the slow windows of a 1000-iteration warm-up) on a diagonal Gaussian with scales 10^-0.5 ..
-10^0.5 (unit mass, so only the step size adapts), static HMC with L = 8 and jitter 0.2, one dual
-averaging per chain. The terminal run (after the last slow window) uses `--gamma`; `--shift`
-rescales the target there, as a changed inverse mass would. Prints the quantiles over chains of the
-mean acceptance of 300 transitions at the final step size.
+A numpy model of the warm-up's step-size adaptation (csrc/math/adaptation/dual_averaging.h, Stan's
+restarts after the slow windows of a 1000-iteration warm-up) on a diagonal Gaussian with scales
+10^-0.5 .. 10^0.5 (unit mass, so only the step size adapts), static HMC with L = 8 and jitter 0.2,
+one dual averaging per chain. The terminal run (after the last slow window) uses `--gamma`;
+`--shift` rescales the target there, as a changed inverse mass would. Prints the quantiles over
+chains of the mean acceptance of 300 transitions at the final step size.
 
     python benchmarks/probes/terminal_gamma_sim.py --dim 10 --gamma 0.05 0.25
 

@@ -1,6 +1,6 @@
-// The CPU chain launchers over any Target (math/target.h), as templates a library instantiates for
-// its targets (cpu/builtin_targets.cpp; users' modules): sampling, and warm-up per chain or pooled.
-// The per-chain math is math/transition.h's, as the CUDA kernels compute it.
+// The CPU chain launchers over any Target (math/targets/target.h), as templates a library
+// instantiates for its targets (cpu/builtin_targets.cpp; users' modules): sampling, and warm-up per
+// chain or pooled. The per-chain math is math/hmc/transition.h's, as the CUDA kernels compute it.
 //
 // Sampling and per-chain warm-up run chains in parallel, each through all of the call's
 // transitions. A shared adaptation state (G = 1) pools every chain: transitions run one at a time
@@ -15,34 +15,35 @@
 #include <memory>
 #include <vector>
 
-#include "../math/adaptation_windows.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/trajectory_adaptation.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "../math/chunk_sum.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/target.h"
-#include "../math/thinning.h"
-#include "../math/trajectory_adaptation.h"
-#include "../math/transition.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/hmc/transition.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/stats/thinning.h"
+#include "../math/stats/welford.h"
+#include "../math/targets/target.h"
 #include "chain_blocks.h"
+#include "serial_group.h"
 
 namespace fused_hmc {
 namespace chains_cpu {
 
-// One worker's trajectory arrays (6 x [d]), reused across its chains and transitions, and the
+// One worker's trajectory arrays (5 x [d]), reused across its chains and transitions, and the
 // force it carries from one transition of its chain to the next (restart() for each chain).
 template <typename scalar_t>
 class TrajectoryArrays {
  public:
-  explicit TrajectoryArrays(int64_t dim) : storage_(7 * dim + 1), dim_(dim) {}
-  TrajectoryScratch<scalar_t> scratch() {
+  explicit TrajectoryArrays(int64_t dim) : storage_(6 * dim + 1), dim_(dim) {}
+  SerialGroup<scalar_t> group() {
     scalar_t* s = storage_.data();
-    return {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_, s + 5 * dim_};
+    return {dim_, {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_}};
   }
   ForceCarry<scalar_t>& restart() {
-    carry_ = {storage_.data() + 6 * dim_, storage_.data() + 7 * dim_, false};
+    carry_ = {storage_.data() + 5 * dim_, storage_.data() + 6 * dim_, false};
     return carry_;
   }
 
@@ -90,18 +91,34 @@ void keep_draw(const RunOutputs<scalar_t>& out, int64_t b, int64_t k, const scal
   for (int64_t j = 0; j < dim; ++j) welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
 }
 
-// Chain b's trajectory record row [trajectory_record_width(dim)] (math/trajectory_adaptation.h)
-// after its transition: s as chain_transition leaves it, inv_mass its inverse mass.
-template <typename scalar_t>
-void record_trajectory(double* row, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
-                       int64_t dim, double accept_prob, float jitter) {
-  for (int64_t j = 0; j < dim; ++j) {
-    row[j] = static_cast<double>(s.x0[j]);
-    row[dim + j] = static_cast<double>(s.x[j]);
-    row[2 * dim + j] = static_cast<double>(mul_rn(inv_mass[j], -s.p[j]));
-  }
+// A chain's trajectory record row [trajectory_record_width(dim)]
+// (math/adaptation/trajectory_adaptation.h): the transition writes its start, proposal and velocity
+// rows, the caller its acceptance statistic and trajectory jitter.
+inline TrajectoryRecord record_rows(double* row, int64_t dim) {
+  return {row, row + dim, row + 2 * dim};
+}
+
+inline void record_outcome(double* row, int64_t dim, double accept_prob, float jitter) {
   row[3 * dim] = accept_prob;
   row[3 * dim + 1] = static_cast<double>(jitter);
+}
+
+// Transition t of chain b of the batch from its state q [dim], with inverse mass inv_mass [dim] and
+// base step size `step_size`: math/hmc/transition.h's body on the serial group under the philox
+// stream.
+template <class Target, typename scalar_t = typename Target::Scalar>
+TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainBatch<scalar_t>& c,
+                                              int64_t b, int64_t t, const scalar_t* inv_mass,
+                                              double step_size, double length,
+                                              const TransitionUniforms& uniforms,
+                                              TrajectoryArrays<scalar_t>& arrays,
+                                              ForceCarry<scalar_t>& carry,
+                                              TrajectoryRecord record = {}) {
+  const auto chain = static_cast<uint64_t>(c.chain_offset + b);
+  const PhiloxNoise<scalar_t> noise{c.stream, chain, static_cast<uint64_t>(t), uniforms};
+  scalar_t* q = c.q + b * c.dim;
+  return transition(arrays.group(), target, noise, DiagonalMass<scalar_t>{inv_mass}, q,
+                    Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
 }
 
 template <class Target, typename scalar_t = typename Target::Scalar>
@@ -122,7 +139,7 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       const int64_t g = c.groups == 1 ? 0 : b;
       const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * c.dim;
       const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
-      scalar_t* q = c.q + b * c.dim;
+      const scalar_t* q = c.q + b * c.dim;
       double* mean = p.out.mean + b * c.dim;
       double* m2 = p.out.m2 + b * c.dim;
       int64_t accept_count = p.out.accept_count[b];
@@ -131,17 +148,21 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       KeepClock clock(c.first_transition, p.out.thin);
       ForceCarry<scalar_t>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
-        const auto decision = chain_transition(c.stream, chain, static_cast<uint64_t>(t), target,
-                                               c.dim, q, mass, c.step_size[g], c.jitter,
-                                               c.num_steps, length, arrays.scratch(), carry);
-        if (p.recording.rows != nullptr && t + 1 == end_transition) {
-          record_trajectory(p.recording.rows + b * trajectory_record_width(c.dim),
-                            arrays.scratch(), mass, c.dim,
-                            static_cast<double>(decision.accept_prob), decision.trajectory_uniform);
+        const TransitionUniforms uniforms =
+            transition_uniforms(c.stream, chain, static_cast<uint64_t>(t));
+        double* row = p.recording.rows != nullptr && t + 1 == end_transition
+                          ? p.recording.rows + b * trajectory_record_width(c.dim)
+                          : nullptr;
+        const auto decision =
+            chain_transition(target, c, b, t, mass, c.step_size[g], length, uniforms, arrays,
+                             carry, row != nullptr ? record_rows(row, c.dim) : TrajectoryRecord{});
+        if (row != nullptr) {
+          record_outcome(row, c.dim, static_cast<double>(decision.accept_prob()),
+                         uniforms.trajectory_uniform);
         }
         gradients += decision.gradient_evaluations;
         accept_count += decision.accepted ? 1 : 0;
-        accept_prob_sum += decision.accept_prob;
+        accept_prob_sum += decision.accept_prob();
         if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
       }
       p.out.accept_count[b] = accept_count;
@@ -151,8 +172,8 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   });
 }
 
-// ChEES's statistics of one pooled warm-up transition (math/trajectory_adaptation.h): every
-// chain's trajectory record, then the state's update, in the pooled CUDA kernel's order of
+// ChEES's statistics of one pooled warm-up transition (math/adaptation/trajectory_adaptation.h):
+// every chain's trajectory record, then the state's update, in the pooled CUDA kernel's order of
 // operations.
 template <typename scalar_t>
 class ChEESStatistics {
@@ -161,10 +182,10 @@ class ChEESStatistics {
       : batch_(batch), dim_(dim), width_(trajectory_record_width(dim)), rows_(batch * width_),
         m0_(dim), m1_(dim) {}
 
-  // Chain b after its transition: s as chain_transition leaves it, inv_mass its inverse mass.
-  void record(int64_t b, TrajectoryScratch<scalar_t> s, const scalar_t* inv_mass,
-              double accept_prob, float jitter) {
-    record_trajectory(row(b), s, inv_mass, dim_, accept_prob, jitter);
+  // Where chain b's transition writes its trajectory, and then its acceptance statistic and jitter.
+  TrajectoryRecord rows_of(int64_t b) { return record_rows(row(b), dim_); }
+  void record(int64_t b, double accept_prob, float jitter) {
+    record_outcome(row(b), dim_, accept_prob, jitter);
   }
 
   void update(ChEESState& state, double next_step_size, int cap) {
@@ -224,18 +245,19 @@ class Warmup {
   double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
                     ForceCarry<scalar_t>& carry, ChEESStatistics<scalar_t>* chees = nullptr) const {
     const int64_t g = c_.groups == 1 ? 0 : b;
-    scalar_t* q = c_.q + b * c_.dim;
+    const scalar_t* q = c_.q + b * c_.dim;
     const double length = p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
-    const auto decision = chain_transition(
-        c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t), target_,
-        c_.dim, q, c_.inv_mass + g * c_.dim, c_.step_size[g], c_.jitter, c_.num_steps, length,
-        arrays.scratch(), carry);
+    const TransitionUniforms uniforms = transition_uniforms(
+        c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t));
+    const TrajectoryRecord record = chees != nullptr ? chees->rows_of(b) : TrajectoryRecord{};
+    const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * c_.dim,
+                                           c_.step_size[g], length, uniforms, arrays, carry,
+                                           record);
     if (c_.gradient_evaluations != nullptr) {
       c_.gradient_evaluations[b] += decision.gradient_evaluations;
     }
     if (chees != nullptr) {
-      chees->record(b, arrays.scratch(), c_.inv_mass + g * c_.dim,
-                    static_cast<double>(decision.accept_prob), decision.trajectory_uniform);
+      chees->record(b, static_cast<double>(decision.accept_prob()), uniforms.trajectory_uniform);
     }
     const SlowWindow window = slow_window_of(p_.windows, t - p_.warmup_start);
     if (p_.adapt_mass_matrix && window.start >= 0) {
@@ -246,7 +268,7 @@ class Warmup {
         welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
       }
     }
-    return static_cast<double>(decision.accept_prob);
+    return static_cast<double>(decision.accept_prob());
   }
 
   // Dual averaging of group g after transition t with acceptance statistic `accept_stat`.

@@ -1,4 +1,4 @@
-// The persistent chain kernels over any Target (math/target.h), as templates a library
+// The persistent chain kernels over any Target (math/targets/target.h), as templates a library
 // instantiates for its targets (cuda/builtin_*.cu; users' modules):
 //   sampling_kernel       transitions with kept draws, Welford moments and acceptance statistics
 //                         (state and moments in registers for the whole call);
@@ -7,21 +7,21 @@
 //                         in registers for the whole call;
 // and their launchers. Chunking, batch splits and the block size (chain_block's, which shrinks for
 // a small batch; __launch_bounds__ names the largest) change no bit; the operations are the CPU
-// build's (math/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
+// build's (math/hmc/transition.h, cpu/chains_cpu.h). The pooled warm-up is pooled_warmup.cuh.
 #pragma once
 
 #include <type_traits>
 
-#include "../math/adaptation_windows.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/thinning.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/stats/thinning.h"
+#include "../math/stats/welford.h"
 #include "chain_shape.cuh"
 #include "keep_draws.cuh"
-#include "tuned_group.cuh"
+#include "lane_group.cuh"
 
 namespace fused_hmc {
 namespace chain_kernels {
@@ -49,11 +49,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t g = c.groups == 1 ? 0 : (seat.live ? chain : 0);
-  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+  const LaneGroup<scalar_t, GROUP, CHUNKS> group(
+      seat, c.dim, chain_shared_memory<scalar_t>() + slot * c.dim);
 
-  scalar_t q[CHUNKS][4];
+  Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
-                                          scalar_t(0), q);
+                                          scalar_t(0), q.v);
   CoordinateCoefficients<Target, CHUNKS, UNIT_MASS> coefficients;
   coefficients.template load<GROUP>(target, c.dim, UNIT_MASS ? nullptr : c.inv_mass + g * c.dim,
                                     seat);
@@ -88,9 +89,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
         record = {row, row + c.dim, row + 2 * c.dim};
       }
     }
-    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients, drawn,
-        step_size, c.jitter, c.num_steps, length, x_shared, carry, record);
+    const PhiloxNoise<scalar_t> noise{c.stream, stream_chain, static_cast<uint64_t>(t), drawn};
+    const auto decision =
+        transition(group, target, noise, coefficients, q,
+                   Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
     if constexpr (RECORD) {
       if (row != nullptr && seat.lane == 0) {
         row[3 * c.dim] = static_cast<double>(decision.accept_prob());
@@ -106,8 +108,8 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
     if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
-    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, clock.kept_index(), seat.lane, c.dim, q,
-                                             mean, m2);
+    keep_group_draw<scalar_t, GROUP, CHUNKS>(p.out, chain, clock.kept_index(), seat.lane, c.dim,
+                                             q.v, mean, m2);
     if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
 
   const double accept_prob_total = accept_prob_sum.total();
   if (!seat.live) return;
-  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   if (kMomentsInRegisters) {
     transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
   }
@@ -135,11 +137,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const int64_t chain = static_cast<int64_t>(blockIdx.x) * block_chains<GROUP>() + slot;
   const GroupSeat seat{static_cast<int>(threadIdx.x % GROUP), chain < c.batch};
   const int64_t row = seat.live ? chain : 0;
-  scalar_t* x_shared = tuned_shared_memory<scalar_t>() + slot * c.dim;
+  const LaneGroup<scalar_t, GROUP, CHUNKS> group(
+      seat, c.dim, chain_shared_memory<scalar_t>() + slot * c.dim);
 
-  scalar_t q[CHUNKS][4];
+  Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,
-                                          scalar_t(0), q);
+                                          scalar_t(0), q.v);
   CoordinateCoefficients<Target, CHUNKS> coefficients;
   coefficients.template load<GROUP>(target, c.dim, c.inv_mass + row * c.dim, seat);
   auto& inv_mass = coefficients.inv_mass;
@@ -159,10 +162,12 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     step_size = group_broadcast<GROUP>(step_size);
-    const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-        c.stream, stream_chain, static_cast<uint64_t>(t), seat, target, q, coefficients,
-        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory),
-        step_size, c.jitter, c.num_steps, c.trajectory_length, x_shared, carry);
+    const PhiloxNoise<scalar_t> noise{
+        c.stream, stream_chain, static_cast<uint64_t>(t),
+        uniforms.next(c.stream, stream_chain, static_cast<uint64_t>(t), jittered, trajectory)};
+    const auto decision =
+        transition(group, target, noise, coefficients, q,
+                   Trajectory{step_size, c.jitter, c.num_steps, c.trajectory_length}, carry);
     gradients += decision.gradient_evaluations;
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
@@ -175,7 +180,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
       for (int k = 0; k < CHUNKS; ++k) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          welford_update(mean[k][e], m2[k][e], static_cast<double>(q[k][e]), inv_count);
+          welford_update(mean[k][e], m2[k][e], static_cast<double>(q.v[k][e]), inv_count);
         }
       }
     }
@@ -199,7 +204,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   }
 
   if (!seat.live) return;
-  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q);
+  store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
                                            inv_mass);
   transfer_moments<GROUP, CHUNKS, true>(p.window_mean, p.window_m2, chain, seat.lane, c.dim, mean,

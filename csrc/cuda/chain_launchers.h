@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "../math/chain_params.h"
-#include "../math/target.h"
+#include "../math/targets/target.h"
 #include "../ops/target_registry.h"
 
 namespace fused_hmc {

@@ -7,14 +7,37 @@
 #include <type_traits>
 
 #include "../math/chain_params.h"
-#include "../math/target.h"
-#include "chain_group.cuh"
+#include "../math/targets/target.h"
 #include "group_shape.h"
 
 namespace fused_hmc {
 
+// Calls launch(std::integral_constant<int, GROUP>, std::integral_constant<int, CHUNKS>) for the
+// compiled shape matching `shape` (choose_group_shape's: one chunk per thread for groups of 1 to
+// 256 threads, four chunks for groups of 128 and 256).
+template <typename Launch>
+void with_group_shape(GroupShape shape, Launch&& launch) {
+  using One = std::integral_constant<int, 1>;
+  if (shape.chunks != 1) {
+    using Four = std::integral_constant<int, kMaxChunksPerThread>;
+    if (shape.group == 128) return launch(std::integral_constant<int, 128>{}, Four{});
+    return launch(std::integral_constant<int, kMaxGroup>{}, Four{});
+  }
+  switch (shape.group) {
+    case 1: return launch(std::integral_constant<int, 1>{}, One{});
+    case 2: return launch(std::integral_constant<int, 2>{}, One{});
+    case 4: return launch(std::integral_constant<int, 4>{}, One{});
+    case 8: return launch(std::integral_constant<int, 8>{}, One{});
+    case 16: return launch(std::integral_constant<int, 16>{}, One{});
+    case 32: return launch(std::integral_constant<int, 32>{}, One{});
+    case 64: return launch(std::integral_constant<int, 64>{}, One{});
+    case 128: return launch(std::integral_constant<int, 128>{}, One{});
+    default: return launch(std::integral_constant<int, kMaxGroup>{}, One{});
+  }
+}
+
 // A kPosition target's chain lives in its kLanes lanes (one thread each; their chunks cover the
-// compiled dimension); the others take choose_tuned_group_shape's groups.
+// compiled dimension); the others take choose_group_shape's groups.
 template <class Target>
 constexpr GroupShape position_group_shape() {
   static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
@@ -25,7 +48,7 @@ constexpr GroupShape position_group_shape() {
 template <class Target>
 inline GroupShape chain_group_shape(int64_t dim) {
   if constexpr (Target::kForce == TargetForce::kPosition) return position_group_shape<Target>();
-  return choose_tuned_group_shape(dim);
+  return choose_group_shape(dim);
 }
 
 template <class Target, typename Launch>
@@ -36,11 +59,11 @@ void with_chain_shape(int64_t dim, Launch&& launch) {
            std::integral_constant<int, kShape.chunks>{});
   } else if constexpr (Target::kMaxDim > 0 && Target::kMaxDim <= 4 * kMaxGroup) {
     // Its dims fit one chunk per thread: only those shapes are compiled.
-    with_tuned_group_shape(choose_tuned_group_shape(dim), [&](auto group, auto chunks) {
+    with_group_shape(choose_group_shape(dim), [&](auto group, auto chunks) {
       if constexpr (decltype(chunks)::value == 1) launch(group, chunks);
     });
   } else {
-    with_tuned_group_shape(choose_tuned_group_shape(dim), launch);
+    with_group_shape(choose_group_shape(dim), launch);
   }
 }
 

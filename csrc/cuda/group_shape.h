@@ -52,10 +52,7 @@ inline ChainBlock chain_block(int group, int64_t batch, int sm_count) {
   return block;
 }
 
-// The group shape for a dimension: one chunk per thread (the most threads, the shortest path per
-// transition) up to 32 chunks, four chunks per thread above. Measured on the H200 at 1,048,576
-// chains x 64, four chunks per thread was no faster (0.364 vs 0.38 ms per transition) and in the
-// persistent kernel slower (0.69 vs 0.52 ms: its registers halve occupancy), so dim alone decides.
+// A chain's group: GROUP threads, each holding CHUNKS chunks.
 struct GroupShape {
   int group;
   int chunks;
@@ -67,16 +64,11 @@ inline int next_pow2(int64_t v) {
   return p;
 }
 
+// The shape of every chain kernel and of the transition op's. A transition keeps six values per
+// coordinate (state, inverse mass, position, momentum, initial momentum and force), so a thread
+// takes one chunk for as long as a group of up to 256 threads covers the row (d <= 1024), and four
+// chunks above. (Users' kPosition targets take their own lanes: chain_shape.cuh.)
 inline GroupShape choose_group_shape(int64_t dim) {
-  const int64_t chunks = (dim + 3) / 4;
-  if (chunks <= kWarp) return {next_pow2(chunks), 1};
-  return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};
-}
-
-// The chain groups keep six values per coordinate through a transition (state, inverse mass,
-// position, momentum, initial momentum and force), so they give each thread one chunk for as long
-// as a group of up to 256 threads covers the row (d <= 1024), and four chunks above.
-inline GroupShape choose_tuned_group_shape(int64_t dim) {
   const int64_t chunks = (dim + 3) / 4;
   if (chunks <= kMaxGroup) return {next_pow2(chunks), 1};
   return {next_pow2((chunks + kMaxChunksPerThread - 1) / kMaxChunksPerThread), kMaxChunksPerThread};

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "../math/thinning.h"
-#include "../math/welford.h"
-#include "chunk_io.cuh"
 #include "../math/chain_params.h"
+#include "../math/stats/thinning.h"
+#include "../math/stats/welford.h"
+#include "chunk_io.cuh"
 
 namespace fused_hmc {
 

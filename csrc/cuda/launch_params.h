@@ -10,8 +10,7 @@
 #include <cstdint>
 
 #include "../math/chain_params.h"
-#include "../math/gaussian_hmc.h"
-#include "../math/noise_streams.h"
+#include "../math/rng/noise_streams.h"
 
 namespace fused_hmc {
 
@@ -25,7 +24,7 @@ struct TransitionParams {
   bool* accepted;       // [B], written
   int64_t batch;
   int64_t dim;
-  StepSizes<scalar_t> steps;
+  double step_size;
   int num_steps;
   bool vectorized;  // every row of q, mu, q_new (and momentum) 16-byte aligned
   // kExternal: momentum [B, d] contiguous and uniform [B] (float32, or else float64).
@@ -33,7 +32,7 @@ struct TransitionParams {
   const void* uniform;
   bool uniform_is_float;
   // kPhilox / kTorchStream: the generator reservation, or the key of an explicit seed
-  // (math/stream_key.h).
+  // (math/rng/stream_key.h).
   at::PhiloxCudaState rng_state;
   bool from_generator;
   uint64_t seed;

@@ -1,8 +1,9 @@
-// The pooled_update op's CUDA launch (ops/pooled_update_op.cpp): math/warmup_update.h's update in
-// one block, so that a warm-up pooled over several processes needs no host sync per transition.
+// The pooled_update op's CUDA launch (ops/pooled_update_op.cpp): math/adaptation/warmup_update.h's
+// update in one block, so that a warm-up pooled over several processes needs no host sync per
+// transition.
 #include <cuda_runtime.h>
 
-#include "../math/warmup_update.h"
+#include "../math/adaptation/warmup_update.h"
 
 namespace fused_hmc {
 namespace {

@@ -18,17 +18,16 @@
 
 #include <cooperative_groups.h>
 
-#include "../math/adaptation_windows.h"
-#include "../math/chunk_sum.h"
-#include "../math/dual_averaging.h"
-#include "../math/mass_matrix.h"
-#include "../math/trajectory_adaptation.h"
-#include "../math/warmup_update.h"
-#include "../math/welford.h"
+#include "../math/adaptation/adaptation_windows.h"
+#include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/trajectory_adaptation.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
-#include "chain_group.cuh"
+#include "../math/hmc/mass_matrix.h"
+#include "../math/stats/chunk_sum.h"
+#include "../math/stats/welford.h"
 #include "chain_shape.cuh"
-#include "tuned_group.cuh"
+#include "lane_group.cuh"
 
 namespace fused_hmc {
 namespace pooled_warmup {
@@ -89,7 +88,7 @@ class PooledWarmup {
   __device__ PooledWarmup(const Target& target, const WarmupParams<scalar_t>& p, double* scratch)
       : target_(target), p_(p), c_(p.chains), scratch_(scratch), chains_(block_chains<GROUP>()),
         tiles_((p.chains.batch + chains_ - 1) / chains_) {
-    inv_mass_ = tuned_shared_memory<scalar_t>();
+    inv_mass_ = chain_shared_memory<scalar_t>();
     x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
     for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
     __syncthreads();
@@ -112,8 +111,9 @@ class PooledWarmup {
     for (int64_t tile = blockIdx.x; tile < tiles_; tile += gridDim.x) {
       const TileSeat<GROUP> at(tile, c_.batch);
       scalar_t* q_row = c_.q + (at.seat.live ? at.chain : 0) * c_.dim;
-      scalar_t q[CHUNKS][4];
-      load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0), q);
+      Chunks<scalar_t, CHUNKS> q;
+      load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0),
+                                              q.v);
       CoordinateCoefficients<Target, CHUNKS> coefficients;
       coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
       const auto chain = static_cast<uint64_t>(c_.chain_offset + at.chain);
@@ -131,9 +131,10 @@ class PooledWarmup {
         carry.valid = t > c_.first_transition;
         if (carry.valid) load_carry(at, carry);
       }
-      const auto decision = group_tuned_transition<Target, GROUP, CHUNKS>(
-          c_.stream, chain, static_cast<uint64_t>(t), at.seat, target_, q, coefficients,
-          uniforms, step_size, c_.jitter, c_.num_steps, length, x_shared_, carry, record);
+      const auto decision = transition(
+          LaneGroup<scalar_t, GROUP, CHUNKS>(at.seat, c_.dim, x_shared_), target_,
+          PhiloxNoise<scalar_t>{c_.stream, chain, static_cast<uint64_t>(t), uniforms},
+          coefficients, q, Trajectory{step_size, c_.jitter, c_.num_steps, length}, carry, record);
       if constexpr (GroupForceCarry<Target, CHUNKS>::kCarries) {
         if (at.seat.live && (decision.accepted || t == c_.first_transition)) store_carry(at, carry);
       }
@@ -151,9 +152,9 @@ class PooledWarmup {
         }
       }
       if (at.seat.live && decision.accepted) {
-        store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q);
+        store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q.v);
       }
-      if (in_window && at.seat.live) fold_into_window(at, q, i - window.start + 1);
+      if (in_window && at.seat.live) fold_into_window(at, q.v, i - window.start + 1);
       __syncthreads();
       const double sum = block_pairwise_sum(chain_accept, chains_, 1, scratch_);
       if (threadIdx.x == 0) tile_accept[tile] = sum;
@@ -161,8 +162,8 @@ class PooledWarmup {
   }
 
   // ChEES's update of `s` after run_tiles (and a grid barrier), with the next transition's step
-  // size: the three passes of math/trajectory_adaptation.h's statistics, grid barriers between.
-  // Every block ends with the same state (the same sums of the same numbers).
+  // size: the three passes of math/adaptation/trajectory_adaptation.h's statistics, grid barriers
+  // between. Every block ends with the same state (the same sums of the same numbers).
   __device__ void adapt_trajectory_length(cg::grid_group& grid, ChEESState& s,
                                           double next_step_size) {
     const int64_t d = c_.dim, rows = c_.batch * d, seats = tiles_ * chains_, width = 2 * d + 2;
@@ -277,14 +278,14 @@ class PooledWarmup {
   __device__ void load_carry(const TileSeat<GROUP>& at, GroupForceCarry<Target, CHUNKS>& carry) {
     const int64_t row = at.seat.live ? at.chain : 0;
     load_group_row<scalar_t, GROUP, CHUNKS>(p_.carried_force + row * c_.dim, at.seat, c_.dim,
-                                            false, scalar_t(0), carry.f);
+                                            false, scalar_t(0), carry.f.v);
     carry.u = p_.carried_force[c_.batch * c_.dim + row];
   }
 
   __device__ void store_carry(const TileSeat<GROUP>& at,
                               const GroupForceCarry<Target, CHUNKS>& carry) {
     store_group_row<scalar_t, GROUP, CHUNKS>(p_.carried_force + at.chain * c_.dim, at.seat,
-                                             c_.dim, false, carry.f);
+                                             c_.dim, false, carry.f.v);
     if (at.seat.lane == 0) p_.carried_force[c_.batch * c_.dim + at.chain] = carry.u;
   }
 

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "adaptation_windows.h"
-#include "dual_averaging.h"
-#include "noise_streams.h"
-#include "trajectory_adaptation.h"
+#include "adaptation/adaptation_windows.h"
+#include "adaptation/dual_averaging.h"
+#include "adaptation/trajectory_adaptation.h"
+#include "rng/noise_streams.h"
 
 namespace fused_hmc {
 
@@ -25,8 +25,8 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 // inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the leapfrog steps (num_steps,
 // or trajectory_steps of trajectory_length capped by num_steps), the philox stream (chain b is
 // stream chain chain_offset + b) and the transitions [first_transition, + num_transitions);
-// gradient_evaluations [B] (or null) accumulates each chain's (math/transition.h's
-// TransitionOutcome: L per transition, plus one per call or per transition, as the target carries
+// gradient_evaluations [B] (or null) accumulates each chain's (math/hmc/transition.h's
+// TransitionDecision: L per transition, plus one per call or per transition, as the target carries
 // its force or not).
 template <typename scalar_t>
 struct ChainBatch {

@@ -2,7 +2,7 @@
 // at load; absent (null) in a CPU-only build. Keeps ops/run_op.cpp free of CUDA headers.
 #pragma once
 
-#include "../math/warmup_update.h"
+#include "../math/adaptation/warmup_update.h"
 
 namespace fused_hmc {
 

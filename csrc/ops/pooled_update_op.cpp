@@ -1,5 +1,5 @@
-// The pooled_update op (schema.cpp): one pooled warm-up update (math/warmup_update.h) from
-// statistics reduced outside the kernels, on the state's device, with no host sync. A warm-up
+// The pooled_update op (schema.cpp): one pooled warm-up update (math/adaptation/warmup_update.h)
+// from statistics reduced outside the kernels, on the state's device, with no host sync. A warm-up
 // pooled over the chains of several processes runs each transition with the run op, reduces the
 // acceptance statistic (and, at a slow window's end, the window's moments) over the process group,
 // and applies this op's update on every rank alike.
@@ -8,8 +8,8 @@
 #include <torch/library.h>
 
 #include "../check_message.h"
+#include "../math/adaptation/warmup_update.h"
 #include "../math/limits.h"
-#include "../math/warmup_update.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
 #include "run_request.h"

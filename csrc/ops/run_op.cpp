@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "../check_message.h"
-#include "../math/adaptation_windows.h"
+#include "../math/adaptation/adaptation_windows.h"
 #include "../math/limits.h"
-#include "../math/stream_key.h"
+#include "../math/rng/stream_key.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
 #include "run_request.h"

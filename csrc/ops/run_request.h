@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "../math/target.h"
+#include "../math/targets/target.h"
 #include "target_registry.h"
 
 namespace fused_hmc {

@@ -7,7 +7,7 @@ TORCH_LIBRARY(fused_hmc, m) {
   // noise = "given": caller-supplied momentum [B, d] and uniform [B] (float32 or float64: the
   //   reference's exact integrator and accept test, bit for bit);
   // noise = "philox": the native stream, keyed by the generator, or by `seed` (then `transition`
-  //   selects the transition within it; math/stream_key.h);
+  //   selects the transition within it; math/rng/stream_key.h);
   // noise = "torch": the numbers torch.randn_like(q) then torch.rand(B) would draw.
   // Returns q_new [B, d] contiguous and accepted [B] bool; with trace=True also the momentum [B, d]
   // (contiguous) and uniform [B] used (float32 for "philox", torch.rand's default dtype for
@@ -31,8 +31,8 @@ TORCH_LIBRARY(fused_hmc, m) {
   // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
   // empty: the unit mass, compiled away. Transition t draws the momentum z
   // (the first blocks), the Metropolis uniform u (word x of the transition's last block) and the
-  // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/transition.h gives the
-  // canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
+  // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/hmc/transition.h gives
+  // the canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
   // step_size when jitter == 0), momentum p = z / sqrt(inv_mass), L leapfrog steps of
   // q += eps_t * inv_mass * p, p -= eps_t * grad U; it accepts with H = U(q) +
   // 0.5 * sum(inv_mass * p^2). With the standard target, inv_mass = 1 and jitter 0 it is
@@ -50,17 +50,18 @@ TORCH_LIBRARY(fused_hmc, m) {
   // transitions are warm-up iterations i = t - warmup_start of a warm-up of num_warmup transitions
   // (a call never crosses its end), adapting step_size and inv_mass in place. After transition t
   // of every chain in group g (its own chain, or all chains when G = 1):
-  //  1. if adapt_mass_matrix and i lies in a slow window [s, e] (math/adaptation_windows.h: Stan's
-  //     windows from windows = [init_buffer, base_window, term_buffer], or [] for Stan's
-  //     (75, 25, 50), scaled to 15% / 75% / 10% when they do not fit in num_warmup), chain b's
-  //     state is folded into window_mean / window_m2 [B, d] float64 (Welford, count i - s + 1; the
-  //     op zeroes them after each window, the caller zeroes them before iteration 0);
-  //  2. if adapt_step_size: dual averaging (math/dual_averaging.h; state dual_averaging [G, 3]
-  //     float64 = s_bar, x_bar, mu, set by the op at each (re)start, so the caller may pass zeros)
-  //     with counter n = i - (start of the current run) + 1 and statistic a = min(1, alpha) (G = 1:
-  //     the mean over chains, summed in chunk_sum.h's pairwise order over the chain index) toward
-  //     target_accept sets step_size[g] = exp(x); after i = num_warmup - 1,
-  //     step_size[g] = exp(x_bar);
+  //  1. if adapt_mass_matrix and i lies in a slow window [s, e]
+  //     (math/adaptation/adaptation_windows.h: Stan's windows from windows = [init_buffer,
+  //     base_window, term_buffer], or [] for Stan's (75, 25, 50), scaled to 15% / 75% / 10% when
+  //     they do not fit in num_warmup), chain b's state is folded into window_mean / window_m2
+  //     [B, d] float64 (Welford, count i - s + 1; the op zeroes them after each window, the caller
+  //     zeroes them before iteration 0);
+  //  2. if adapt_step_size: dual averaging (math/adaptation/dual_averaging.h; state
+  //     dual_averaging [G, 3] float64 = s_bar, x_bar, mu, set by the op at each (re)start, so the
+  //     caller may pass zeros) with counter n = i - (start of the current run) + 1 and statistic
+  //     a = min(1, alpha) (G = 1: the mean over chains, summed in chunk_sum.h's pairwise order over
+  //     the chain index) toward target_accept sets step_size[g] = exp(x); after
+  //     i = num_warmup - 1, step_size[g] = exp(x_bar);
   //  3. if adapt_mass_matrix and i = e ends a slow window: inv_mass[g] = Stan's regularised
   //     variance of the window's draws (G = 1: of all chains' draws, pooled by the law of total
   //     variance, pairwise order over chains; a non-finite or non-positive estimate keeps the old
@@ -68,8 +69,8 @@ TORCH_LIBRARY(fused_hmc, m) {
   // Splitting a run into calls, or running chains 0..B-1 in parts (not a pooled warm-up), changes
   // no bit.
   //
-  // Jittered trajectories (math/trajectory_adaptation.h): trajectory_length T > 0 makes transition
-  // t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
+  // Jittered trajectories (math/adaptation/trajectory_adaptation.h): trajectory_length T > 0 makes
+  // transition t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
   // trajectory jitter (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is
   // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64, adapted by a warm-up with
   // G = 1: the ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0],
@@ -79,13 +80,13 @@ TORCH_LIBRARY(fused_hmc, m) {
   // step size eps'). Sampling with chees, which comes with trajectory_record [B, 3 d + 2]
   // float64, runs with T = chees[0], read on the device and left as it is (trajectory_length must
   // then be 0), and trajectory_record receives each chain's record of the call's last transition
-  // (math/trajectory_adaptation.h): its start and proposal less the target's shift, end velocity
-  // inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over several
-  // processes reduces these outside the op. gradient_evaluations [B] int64, when given,
+  // (math/adaptation/trajectory_adaptation.h): its start and proposal less the target's shift, end
+  // velocity inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over
+  // several processes reduces these outside the op. gradient_evaluations [B] int64, when given,
   // accumulates each chain's gradient evaluations: L per transition, plus one at the call's first
   // transition for a target that carries the force at the state from one transition to the next
-  // (users' models), or at every transition for one that does not (the Gaussians; math/target.h's
-  // carries_force). The bits are the same either way.
+  // (users' models), or at every transition for one that does not (the Gaussians;
+  // math/targets/target.h's carries_force). The bits are the same either way.
   m.def(
       "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
@@ -99,17 +100,17 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(n!)? trajectory_record=None) -> ()");
 
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
-  // reduced by the caller (the chains of several processes; math/warmup_update.h): the step size
-  // [1] float64 by dual averaging (state dual_averaging [1, 3]) toward target_accept with the
-  // chains' mean acceptance statistic accept_stat [1] float64, as the run op's pooled warm-up
+  // reduced by the caller (the chains of several processes; math/adaptation/warmup_update.h): the
+  // step size [1] float64 by dual averaging (state dual_averaging [1, 3]) toward target_accept with
+  // the chains' mean acceptance statistic accept_stat [1] float64, as the run op's pooled warm-up
   // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
   // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
   // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive.
   // num_warmup, windows, adapt_mass_matrix: the run op's (they place the dual averaging's
   // restarts). With chees [8] float64 (the run op's ChEES state) and chees_sums [2] float64 (the
-  // sum over every chain of omega_c g_c and of omega_c, math/trajectory_adaptation.h), ChEES's
-  // update follows the step size's, with the new step size and the cap max_leapfrog_steps, as the
-  // run op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
+  // sum over every chain of omega_c g_c and of omega_c, math/adaptation/trajectory_adaptation.h),
+  // ChEES's update follows the step size's, with the new step size and the cap max_leapfrog_steps,
+  // as the run op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
   m.def(
       "pooled_update(Tensor(a!) step_size, Tensor(b!) dual_averaging, Tensor(c!) inv_mass, "
       "Tensor accept_stat, Tensor? variance, float variance_draws, int iteration, "

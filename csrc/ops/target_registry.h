@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../math/chain_params.h"
-#include "../math/target.h"
+#include "../math/targets/target.h"
 
 namespace fused_hmc {
 

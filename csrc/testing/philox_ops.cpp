@@ -1,10 +1,10 @@
 // The test-only op library fused_hmc_testing: raw Philox4x32-10 blocks, so the tests check the
 // CPU and CUDA generators against the published known answers and each other (the CUDA kernel is
-// registered by cuda/hmc_step_cuda.cpp).
+// registered by cuda/transition_cuda.cpp).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "../math/philox.h"
+#include "../math/rng/philox.h"
 #include "../transition_request.h"
 
 namespace fused_hmc {

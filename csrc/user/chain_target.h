@@ -1,4 +1,4 @@
-// A CppTarget as a Target of math/target.h, for the chain kernels (CPU chains_cpu.h, CUDA
+// A CppTarget as a Target of math/targets/target.h, for the chain kernels (CPU chains_cpu.h, CUDA
 // chain_kernels.cuh): kPosition (the chain's whole position in each of its kLanes threads), not
 // quadratic (the energy change adds 2 (U1 - U0)), not shifted, compiled for one dimension. Its
 // data comes in the run op's target_tensors (the data tensors, in the generated order) and
@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "math/host_device.h"
-#include "math/target.h"
+#include "math/fp/host_device.h"
+#include "math/targets/target.h"
 #include "user/user_target.h"
 
 #ifndef FHMC_USER_TARGET_NAME
@@ -25,7 +25,7 @@ struct ChainTarget : UserTarget<S> {
   static constexpr bool kShifted = false;
   static constexpr int64_t kMaxDim = 0;
   static constexpr int64_t kFixedDim = FHMC_USER_DIM;
-  using UserTarget<S>::kLanes;  // the threads of a chain (math/lane_rows.h)
+  using UserTarget<S>::kLanes;  // the threads of a chain (math/targets/lane_rows.h)
   static constexpr int kTensorCount = -1;  // the data: any tensors, checked by CppTarget
   static constexpr const char* const* kTensorNames = nullptr;
   static constexpr const int* kTensorRanks = nullptr;

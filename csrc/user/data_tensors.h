@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "math/target.h"
+#include "math/targets/target.h"
 
 namespace fused_hmc_user_eval {
 

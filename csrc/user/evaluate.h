@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "math/host_device.h"
+#include "math/fp/host_device.h"
 
 namespace fused_hmc_user_eval {
 

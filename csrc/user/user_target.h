@@ -10,15 +10,15 @@
 //   namespace fused_hmc_user { using Scalar; struct Data; the user's log_density templates },
 //   FHMC_USER_HAS_GRADIENT        (only with gradient=True) the source defines
 //                                 log_density_and_gradient, used instead of the duals.
-// A rows-form log p is the fixed tree over kRowPartials strided partials (math/lane_rows.h),
-// whatever the lanes: the CUDA kernels call lane_log_density_and_gradient in each of a chain's
-// lanes (its block of partials) and add the lanes' sums by the butterfly; everything else
-// evaluates the whole tree in one thread.
+// A rows-form log p is the fixed tree over kRowPartials strided partials
+// (math/targets/lane_rows.h), whatever the lanes: the CUDA kernels call
+// lane_log_density_and_gradient in each of a chain's lanes (its block of partials) and add the
+// lanes' sums by the butterfly; everything else evaluates the whole tree in one thread.
 #pragma once
 
-#include "math/dual.h"
-#include "math/host_device.h"
-#include "math/lane_rows.h"
+#include "math/autodiff/dual.h"
+#include "math/fp/host_device.h"
+#include "math/targets/lane_rows.h"
 
 #ifdef FHMC_USER_ROWS
 #define FHMC_USER_PARTIALS fused_hmc::kRowPartials

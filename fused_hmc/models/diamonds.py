@@ -42,9 +42,6 @@ POSTERIOR = "diamonds-diamonds"
 # a share sums the residuals of its rows, share 0 adds the priors; CppTarget spreads the shares
 # over the lanes it chooses (lanes="auto"). K is the compile-time Kc (FUSED_HMC_DIM - 2), so x, a
 # row and grad stay in registers. student_t(v | 3, m, s) = -2 log1p(((v - m) / s)^2 / 3) + c.
-# The torch form's lanes: TorchModel(lanes=) takes a number (above 1 it generates the rows form),
-# not yet "auto".
-TORCH_FORM_LANES = 8
 SOURCE = r"""
 template <typename T, typename Data>
 FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows) {
@@ -169,8 +166,7 @@ def _torch_fn(p, data, coef: str):
 
 def _torch_form(data: dict, coef: str, K: int) -> TorchForm:
     params = {coef: (K,), "Intercept": (), "sigma": ((), constraints.positive)}
-    return TorchForm(functools.partial(_torch_fn, coef=coef), params, data, tuple(range(K + 2)),
-                     lanes=TORCH_FORM_LANES)
+    return TorchForm(functools.partial(_torch_fn, coef=coef), params, data, tuple(range(K + 2)))
 
 
 def diamonds(qr: bool = True) -> Model:

@@ -21,20 +21,20 @@ class TorchForm(NamedTuple):
     """A model written for ``fused_hmc.TorchModel``: ``fn(p, data)``, p the constrained values of
     one chain by name; ``params`` name -> shape | (shape, constraint); ``data``. ``to_cpp``: the
     C++ form's coordinates from the torch form's, x_cpp = x_torch[..., to_cpp] (both
-    unconstrained; the two log densities then agree up to a constant). ``lanes``: the C++ form's
-    lanes, which the torch form's rows take too."""
+    unconstrained; the two log densities then agree up to a constant). ``lanes``: TorchModel's
+    (default "auto": the rows form where the density has a loop over data rows)."""
 
     fn: Callable
     params: dict
     data: dict
     to_cpp: tuple[int, ...]
-    lanes: int = 1
+    lanes: int | str = "auto"
 
     def model(self):
         """The compiled ``fused_hmc.TorchModel`` (traced and compiled here, cached on disk)."""
-        import fused_hmc
+        from ..torch_model import TorchModel
 
-        return fused_hmc.TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
+        return TorchModel(self.fn, self.params, data=self.data, lanes=self.lanes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +120,7 @@ class Model:
         if gradient and self.gradient_source is None:
             raise ValueError(f"{self.name} has no hand-written gradient_source; use gradient=False "
                              "(automatic gradient by dual numbers)")
-        from fused_hmc import CppTarget
+        from ..cpp_target import CppTarget
 
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),

@@ -2,7 +2,7 @@
 from .driver import Sampler, sample
 from .resources import SamplesTooLargeError
 from .result import SampleResult
-from .saving import load
+from .loading import load
 from .stuck_chains import StuckChainsWarning
 
 __all__ = ["Sampler", "SampleResult", "SamplesTooLargeError", "StuckChainsWarning", "load",

@@ -7,15 +7,29 @@ import numbers
 import os
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from ..targets import DenseGaussian, DiagonalGaussian, StandardGaussian, check_fits
-from .kernel import is_standard
+from .. import targets
+from ..targets import check_fits
 from .warmup import WarmupSettings
 
 INT64_MAX = 2**63 - 1
+
+
+class Chains(NamedTuple):
+    """What the checks need of the chains q0 (its values only check_target reads)."""
+
+    count: int
+    dim: int
+    dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def of(cls, q: torch.Tensor) -> Chains:
+        return cls(q.shape[0], q.shape[1], q.dtype, q.device)
 
 
 def count(name: str, value, minimum: int, maximum: int = INT64_MAX) -> int:
@@ -70,17 +84,17 @@ def check_q0(q0) -> torch.Tensor:
     return q0.detach().contiguous().clone()
 
 
-def check_mu(mu, q: torch.Tensor) -> torch.Tensor:
+def check_mu(mu, chains: Chains) -> torch.Tensor:
     if mu is None:
-        return torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
+        return torch.zeros(chains.dim, dtype=chains.dtype, device=chains.device)
     mu = torch.as_tensor(mu).detach()
-    if mu.shape != (q.shape[1],):
-        raise ValueError(f"mu must have shape [{q.shape[1]}] to match q0's dim, got "
+    if mu.shape != (chains.dim,):
+        raise ValueError(f"mu must have shape [{chains.dim}] to match q0's dim, got "
                          f"{list(mu.shape)}")
     if not bool(torch.isfinite(mu).all()):
         raise ValueError("mu has non-finite entries")
-    check_fits("mu", mu, q.dtype, positive=False)
-    return mu.to(dtype=q.dtype, device=q.device).contiguous()
+    check_fits("mu", mu, chains.dtype, positive=False)
+    return mu.to(dtype=chains.dtype, device=chains.device).contiguous()
 
 
 def check_target(target, mu, q: torch.Tensor):
@@ -91,14 +105,15 @@ def check_target(target, mu, q: torch.Tensor):
 
     if isinstance(target, StoredCppTarget):
         raise UntrustedSourceError(f"target: {refusal('this StoredCppTarget (read from a file)')}")
-    if not isinstance(target, (StandardGaussian, DiagonalGaussian, DenseGaussian, CppTarget)):
-        raise TypeError("target must be a fused_hmc.targets StandardGaussian, DiagonalGaussian or "
-                        f"DenseGaussian, or a fused_hmc.CppTarget, got {type(target).__name__}")
+    built_in = targets.is_built_in(target)
+    if not (built_in or isinstance(target, CppTarget)):
+        raise TypeError(f"target must be a fused_hmc.targets {targets.kinds()}, or a "
+                        f"fused_hmc.CppTarget, got {type(target).__name__}")
     if mu is not None:
         raise ValueError("pass the mean either as mu= or inside target=, not both")
     if target.dim != q.shape[1]:
         raise ValueError(f"target has dim {target.dim} but q0 has dim {q.shape[1]}")
-    if isinstance(target, CppTarget):
+    if not built_in:
         check_target_dim(target, q)
     return target
 
@@ -120,22 +135,22 @@ def check_target_dim(target, q: torch.Tensor) -> None:
                       dim_check.UnusedCoordinatesWarning, stacklevel=4)
 
 
-def _positive_tensor(name: str, value, q: torch.Tensor) -> torch.Tensor:
-    t = torch.as_tensor(value).detach().to(dtype=torch.float64, device=q.device)
+def _positive_tensor(name: str, value, chains: Chains) -> torch.Tensor:
+    t = torch.as_tensor(value).detach().to(dtype=torch.float64, device=chains.device)
     if not bool((torch.isfinite(t) & (t > 0)).all()):
         raise ValueError(f"{name} must be finite and > 0 everywhere")
     return t
 
 
-def check_step_size(step_size, q: torch.Tensor) -> float | torch.Tensor:
+def check_step_size(step_size, chains: Chains) -> float | torch.Tensor:
     """A float, or a [chains] float64 tensor of per-chain step sizes."""
     if isinstance(step_size, torch.Tensor):
-        t = _positive_tensor("step_size", step_size, q)
+        t = _positive_tensor("step_size", step_size, chains)
         if t.numel() == 1:
             return float(t.reshape(()))
-        if t.shape != (q.shape[0],):
-            raise ValueError(f"a step_size tensor must have shape [{q.shape[0]}] (one per chain) "
-                             f"or one element, got {list(t.shape)}")
+        if t.shape != (chains.count,):
+            raise ValueError(f"a step_size tensor must have shape [{chains.count}] (one per "
+                             f"chain) or one element, got {list(t.shape)}")
         return t.contiguous()
     if (isinstance(step_size, bool) or not isinstance(step_size, numbers.Real)
             or not math.isfinite(step_size) or step_size <= 0):
@@ -143,17 +158,29 @@ def check_step_size(step_size, q: torch.Tensor) -> float | torch.Tensor:
     return float(step_size)
 
 
-def check_inverse_mass(inverse_mass, q: torch.Tensor) -> torch.Tensor | None:
-    """None (identity), [dim] (shared) or [chains, dim] (per chain), q's dtype."""
+def check_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor | None:
+    """None (identity), [dim] (shared) or [chains, dim] (per chain), the chains' dtype."""
     if inverse_mass is None:
         return None
-    t = _positive_tensor("inverse_mass", inverse_mass, q)
-    chains, dim = q.shape
-    if t.shape not in ((dim,), (chains, dim)):
-        raise ValueError(f"inverse_mass must have shape [{dim}] or [{chains}, {dim}], got "
+    t = _positive_tensor("inverse_mass", inverse_mass, chains)
+    count, dim = chains.count, chains.dim
+    if t.shape not in ((dim,), (count, dim)):
+        raise ValueError(f"inverse_mass must have shape [{dim}] or [{count}, {dim}], got "
                          f"{list(t.shape)}")
-    check_fits("inverse_mass", t, q.dtype, positive=True)
-    return t.to(q.dtype)
+    check_fits("inverse_mass", t, chains.dtype, positive=True)
+    return t.to(chains.dtype)
+
+
+def check_pooled(step_size: float | torch.Tensor, inverse_mass: torch.Tensor | None,
+                 settings: WarmupSettings) -> None:
+    """A pooled warm-up adapts one step size and inverse mass for all chains: none per chain."""
+    per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
+    if settings.pooled and (isinstance(step_size, torch.Tensor) or per_chain_mass):
+        what = ("adapt_trajectory_length=True (the pooled warm-up) adapts one trajectory "
+                "length, step size and inverse mass" if settings.adapt_trajectory_length
+                else "pooled=True adapts one step size and one inverse mass")
+        raise ValueError(f"{what} for all chains: pass a scalar step_size and an "
+                         "inverse_mass of shape [dim]")
 
 
 def check_jitter(jitter) -> float:
@@ -164,15 +191,15 @@ def check_jitter(jitter) -> float:
 
 
 def check_step_size_fits(step_size: float | torch.Tensor, jitter: float,
-                         settings: WarmupSettings, q: torch.Tensor) -> None:
+                         settings: WarmupSettings, chains: Chains) -> None:
     """The kernels round each transition's step size, jittered into [1 - jitter, 1 + jitter) eps,
-    and its half to q's dtype; dual averaging starts warm-up at mu = log(10 eps0) in float64.
+    and its half to the chains' dtype; dual averaging starts warm-up at mu = log(10 eps0) in float64.
     Raises ValueError where one of them would overflow or underflow."""
     eps = torch.as_tensor(step_size, dtype=torch.float64).reshape(-1).cpu()
     smallest, largest = eps.min(), eps.max()
     check_fits("the smallest half step (1 - jitter) step_size / 2", smallest * (1 - jitter) * 0.5,
-               q.dtype, positive=True, origin=("step_size", smallest))
-    check_fits("the largest step (1 + jitter) step_size", largest * (1 + jitter), q.dtype,
+               chains.dtype, positive=True, origin=("step_size", smallest))
+    check_fits("the largest step (1 + jitter) step_size", largest * (1 + jitter), chains.dtype,
                positive=True, origin=("step_size", largest))
     if settings.num_warmup and settings.adapt_step_size and not math.isfinite(10 * float(largest)):
         raise ValueError(f"step_size = {float(largest):.3g} is too large to start warm-up: dual "

@@ -70,7 +70,7 @@ def _canonical(value) -> bytes:
     if value is None or isinstance(value, (bool, int, float, str)):
         return repr(value).encode()
     kind = type(value).__name__.encode() + b" "
-    if hasattr(value, "parameters"):  # the Gaussian targets
+    if hasattr(value, "parameters"):  # the built-in targets (fused_hmc.targets)
         return kind + _canonical(value.parameters())
     if hasattr(value, "source"):  # a CppTarget (or one made from a torch model)
         return kind + _canonical([value.source, value.dim, value.data, value.names,

@@ -12,6 +12,7 @@ across calls (``chain_offset``) or on how a run is split into resumed runs.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import uuid
 
@@ -19,18 +20,15 @@ import torch
 
 from .._build import load_extension, require_cuda_kernels
 from ..targets import StandardGaussian
-from .arguments import (INT64_MAX, check_flag, check_inverse_mass, check_jitter, check_mu,
-                        check_path, check_q0, check_seconds, check_step_size,
-                        check_step_size_fits, check_target, check_trajectory, count)
+from .arguments import INT64_MAX, check_q0, count
 from .checkpoint import Checkpointer, read_checkpoint
 from . import distributed, resources
 from .resources import ChunkClock, ChunkPlanner, SigintDeferral, check_memory
 from .result import SampleResult
 from .stuck_chains import warn_if_stuck
-from .superchains import check_superchains, superchain_starts
-from .._limits import LIMITS, STAN_WINDOWS
+from .settings import SamplerOptions, check_settings, signature
+from .superchains import superchain_starts
 from .kernel import ChainKernel, RunStatistics
-from .warmup import WarmupSettings
 
 
 def _draw_seed(generator: torch.Generator | None, device: torch.device) -> int:
@@ -49,7 +47,8 @@ class Sampler:
     ``fused_hmc.hmc_step(q, mu, rng="philox", seed=seed, transition=t)`` would for chain
     ``chain_offset + b``.
 
-    Args:
+    Args (the keyword arguments and their defaults are listed once, by
+    :class:`~fused_hmc.sampling.settings.SamplerOptions`; checked once into ``sampler.settings``):
         q0: [chains, dim] float32/float64 starting states (CPU or CUDA); copied, never modified.
         step_size: leapfrog step eps > 0: a number, or a [chains] tensor of per-chain step sizes
             (e.g. ``result.step_size`` of an earlier run). With warm-up, the initial step size eps0
@@ -77,8 +76,9 @@ class Sampler:
         num_warmup: warm-up transitions run before sampling and not returned as draws, adapting
             the step size and a diagonal inverse mass (see :mod:`fused_hmc.sampling.warmup`: dual
             averaging after Hoffman & Gelman 2014 with Stan's constants, Stan's windows).
-        target: a :mod:`fused_hmc.targets` StandardGaussian, DiagonalGaussian or DenseGaussian
-            (default N(mu, I)); its gradient is computed inside the kernel.
+        target: a built-in target of :mod:`fused_hmc.targets` (StandardGaussian, DiagonalGaussian,
+            DenseGaussian, ...: targets.BUILT_IN) or a fused_hmc.CppTarget (default N(mu, I)); its
+            gradient is computed inside the kernel.
         target_accept: the average acceptance statistic warm-up aims for (default None: 0.8, as
             Stan's adapt_delta and NumPyro's target_accept_prob; 0.651, the ChEES paper's, with
             adapt_trajectory_length; see :mod:`fused_hmc.sampling.warmup`).
@@ -147,85 +147,43 @@ class Sampler:
     """
 
     @distributed.spreads_errors
-    def __init__(self, q0: torch.Tensor, *, step_size: float = 0.1, num_leapfrog_steps: int = 10,
-                 mu=None, thin: int = 1, keep_samples: bool = True, seed: int | None = None,
-                 generator: torch.Generator | None = None, progress: bool = True,
-                 chunk_size: int | None = None, chain_offset: int = 0,
-                 first_transition: int = 0, num_warmup: int = 0, target=None,
-                 target_accept: float | None = None, adapt_step_size: bool = True,
-                 adapt_mass_matrix: bool = True, pooled: bool | None = None, jitter: float = 0.0,
-                 inverse_mass: torch.Tensor | None = None,
-                 adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-                 checkpoint_every: float = 60.0, superchains: int | None = None,
-                 process_group=None, adapt_trajectory_length: bool = False,
-                 max_leapfrog_steps: int = 1000, trajectory_length: float | None = None):
-        self._group = (None if process_group is None
-                       else distributed.ChainGroup(process_group, "constructing the Sampler"))
+    def __init__(self, q0: torch.Tensor, **options):
+        options = SamplerOptions.of("Sampler", options)
+        self._group = (None if options.process_group is None
+                       else distributed.ChainGroup(options.process_group,
+                                                   "constructing the Sampler"))
         self._q = check_q0(q0)
-        target = check_target(target, mu, self._q)
-        self.superchains = check_superchains(superchains, self._q.shape[0])
+        self.settings = settings = check_settings(options, self._q)
+        self.superchains = settings.superchains
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)
-        keep_samples = check_flag("keep_samples", keep_samples)
-        self._out = check_path("out", out)
-        if self._out is not None and not keep_samples:
-            raise ValueError("out= streams the kept draws to disk, but keep_samples=False keeps "
-                             "none: pass one or the other")
-        checkpoint, checkpoint_every = (check_path("checkpoint", checkpoint),
-                                        check_seconds("checkpoint_every", checkpoint_every))
-        self._checkpointer = (Checkpointer(checkpoint, checkpoint_every)
-                              if checkpoint is not None else None)
-        self.step_size = check_step_size(step_size, self._q)
-        self.num_leapfrog_steps = count("num_leapfrog_steps", num_leapfrog_steps, 1,
-                                        LIMITS["kMaxLeapfrogSteps"])
-        self.warmup = WarmupSettings(num_warmup, target_accept, adapt_step_size, adapt_mass_matrix,
-                                     pooled, adapt_windows, adapt_trajectory_length)
-        self.trajectory_length, self.max_leapfrog_steps = check_trajectory(
-            trajectory_length, max_leapfrog_steps, self.num_leapfrog_steps, self.warmup)
-        self.jitter = check_jitter(jitter)
-        check_step_size_fits(self.step_size, self.jitter, self.warmup, self._q)
-        inverse_mass = check_inverse_mass(inverse_mass, self._q)
-        self.thin = count("thin", thin, 1)
-        self.keep_samples = keep_samples
-        self.progress = bool(progress)
-        self.chunk_size = None if chunk_size is None else count("chunk_size", chunk_size, 1)
-        self.chain_offset = count("chain_offset", chain_offset, 0)
+        self._out = settings.out
+        self._checkpointer = (Checkpointer(settings.checkpoint, settings.checkpoint_every)
+                              if settings.checkpoint is not None else None)
+        self.chain_offset = settings.chain_offset
         if self._group is not None:
-            self._group.check_arguments(self.chain_offset, checkpoint)
-        self._next = count("first_transition", first_transition, 0)
-        if seed is not None and generator is not None:
-            raise ValueError("pass seed= (the stream's seed) or generator= (to draw one), not both")
-        seed_given = seed is not None
-        if seed is None:
-            seed = _draw_seed(generator, self._q.device)
-        self.seed = count("seed", seed, 0, 2**64 - 1)
+            self._group.check_arguments(self.chain_offset, settings.checkpoint)
+        self._next = settings.first_transition
+        seed_given = settings.seed is not None
+        self.seed = (settings.seed if seed_given
+                     else _draw_seed(settings.generator, self._q.device))
         self.global_chains = self._q.shape[0]  # every rank's chains
         if self._group is not None:  # the constructor's collectives
             self.chain_offset, self.seed, self.global_chains = self._group.layout(
                 self._q, self.seed, seed_given,
-                distributed.run_settings(self, target, mu, inverse_mass))
+                distributed.run_settings(self, settings.target, options.mu,
+                                         settings.inverse_mass))
         self._key = self.seed - 2**64 if self.seed > INT64_MAX else self.seed  # int64 for the op
         if self._q.is_cuda:
             require_cuda_kernels()
         load_extension()  # build now, so that the first chunk's timing measures sampling
-        self._chains = self._chain_kernel(target, mu, inverse_mass)
+        self._chains = self._chain_kernel()
         # The target as given (float64: mu is rounded to the chains' dtype where it is used).
-        self.target = target if target is not None else StandardGaussian(
-            torch.zeros(self._q.shape[1]) if mu is None else torch.as_tensor(mu))
+        self.target = settings.target if settings.target is not None else StandardGaussian(
+            torch.zeros(self._q.shape[1]) if options.mu is None else torch.as_tensor(options.mu))
         # What a checkpoint records to build this sampler again (then its state is restored).
-        self._arguments = dict(
-            step_size=self.step_size, num_leapfrog_steps=self.num_leapfrog_steps,
-            target=self.target, thin=self.thin, keep_samples=self.keep_samples, seed=self.seed,
-            progress=self.progress, chunk_size=self.chunk_size, chain_offset=self.chain_offset,
-            first_transition=self._next, num_warmup=self.warmup.num_warmup,
-            target_accept=self.warmup.target_accept,
-            adapt_step_size=self.warmup.adapt_step_size,
-            adapt_mass_matrix=self.warmup.adapt_mass_matrix, pooled=self.warmup.pooled,
-            jitter=self.jitter, inverse_mass=inverse_mass, adapt_windows=self.warmup.windows,
-            out=None if self._out is None else str(self._out), checkpoint_every=checkpoint_every,
-            superchains=self.superchains,
-            adapt_trajectory_length=self.warmup.adapt_trajectory_length,
-            max_leapfrog_steps=self.max_leapfrog_steps, trajectory_length=self.trajectory_length)
+        self._arguments = settings.checkpoint_arguments(self.target, self.seed, self.chain_offset,
+                                                        self._next)
 
         chains, dim = self._q.shape
         f64 = dict(dtype=torch.float64, device=self._q.device)
@@ -247,18 +205,13 @@ class Sampler:
         self._stream_resumes = False  # the out= store exists: cut back to _num_kept on opening
         self._stream = None  # the DrawStream of the run in progress
 
-    def _chain_kernel(self, target, mu, inverse_mass) -> ChainKernel:
+    def _chain_kernel(self) -> ChainKernel:
         chains, dim = self._q.shape
+        target, inverse_mass = self.settings.target, self.settings.inverse_mass
         if target is None:
-            target = StandardGaussian(check_mu(mu, self._q))
+            target = StandardGaussian(self.settings.mu)
         per_chain_step = isinstance(self.step_size, torch.Tensor)
         per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
-        if self.warmup.pooled and (per_chain_step or per_chain_mass):
-            what = ("adapt_trajectory_length=True (the pooled warm-up) adapts one trajectory "
-                    "length, step size and inverse mass" if self.warmup.adapt_trajectory_length
-                    else "pooled=True adapts one step size and one inverse mass")
-            raise ValueError(f"{what} for all chains: pass a scalar step_size and an "
-                             "inverse_mass of shape [dim]")
         shared = self.warmup.pooled or (self.warmup.num_warmup == 0 and not per_chain_step
                                         and not per_chain_mass)
         groups = 1 if shared else chains
@@ -269,6 +222,18 @@ class Sampler:
                            self.num_leapfrog_steps, self._key, self.chain_offset, self.warmup,
                            self._next, self.trajectory_length, self.max_leapfrog_steps,
                            pool_over=self._group if self.warmup.pooled else None)
+
+    # The checked settings under their arguments' names (result fields and checks read them).
+    step_size = property(lambda self: self.settings.step_size)
+    num_leapfrog_steps = property(lambda self: self.settings.num_leapfrog_steps)
+    warmup = property(lambda self: self.settings.warmup)
+    trajectory_length = property(lambda self: self.settings.trajectory_length)
+    max_leapfrog_steps = property(lambda self: self.settings.max_leapfrog_steps)
+    jitter = property(lambda self: self.settings.jitter)
+    thin = property(lambda self: self.settings.thin)
+    keep_samples = property(lambda self: self.settings.keep_samples)
+    progress = property(lambda self: self.settings.progress)
+    chunk_size = property(lambda self: self.settings.chunk_size)
 
     @property
     def _warmup_done(self) -> int:
@@ -673,19 +638,7 @@ class _NoBar:
         pass
 
 
-def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
-           num_leapfrog_steps: int = 10, mu=None, thin: int = 1, keep_samples: bool = True,
-           seed: int | None = None, generator: torch.Generator | None = None,
-           progress: bool = True, chunk_size: int | None = None, chain_offset: int = 0,
-           first_transition: int = 0, num_warmup: int = 0, target=None,
-           target_accept: float | None = None, adapt_step_size: bool = True,
-           adapt_mass_matrix: bool = True, pooled: bool | None = None, jitter: float = 0.0,
-           inverse_mass: torch.Tensor | None = None,
-           adapt_windows: tuple[int, int, int] = STAN_WINDOWS, out=None, checkpoint=None,
-           checkpoint_every: float = 60.0, superchains: int | None = None,
-           process_group=None, adapt_trajectory_length: bool = False,
-           max_leapfrog_steps: int = 1000,
-           trajectory_length: float | None = None) -> SampleResult:
+def sample(q0: torch.Tensor, num_samples: int, **options) -> SampleResult:
     """Runs every chain of q0 for `num_warmup` warm-up transitions (adapting step size and diagonal
     inverse mass, and with ``adapt_trajectory_length=True`` the trajectory length by ChEES; not
     returned) and then `num_samples` HMC transitions on the target (default N(mu, I)), and
@@ -701,17 +654,17 @@ def sample(q0: torch.Tensor, num_samples: int, *, step_size: float = 0.1,
     accepted none of at least 20 sampling transitions (:mod:`fused_hmc.sampling.stuck_chains`).
     """
     count("num_samples", num_samples, 1)
-    sampler = Sampler(q0, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps, mu=mu,
-                      thin=thin, keep_samples=keep_samples, seed=seed, generator=generator,
-                      progress=progress, chunk_size=chunk_size, chain_offset=chain_offset,
-                      first_transition=first_transition, num_warmup=num_warmup, target=target,
-                      target_accept=target_accept, adapt_step_size=adapt_step_size,
-                      adapt_mass_matrix=adapt_mass_matrix, pooled=pooled, jitter=jitter,
-                      inverse_mass=inverse_mass, adapt_windows=adapt_windows, out=out,
-                      checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      superchains=superchains, process_group=process_group,
-                      adapt_trajectory_length=adapt_trajectory_length,
-                      max_leapfrog_steps=max_leapfrog_steps, trajectory_length=trajectory_length)
+    SamplerOptions.of("sample", options)  # an unknown keyword named as sample's
+    sampler = Sampler(q0, **options)
     result = sampler.run(num_samples, last=True)  # the sampler ends here: its draws, no copy
     warn_if_stuck(result)
     return result
+
+
+# The keyword arguments as SamplerOptions lists them, for help() and inspect.
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_Q0 = inspect.Parameter("q0", _POSITIONAL, annotation="torch.Tensor")
+Sampler.__init__.__signature__ = signature(inspect.Parameter("self", _POSITIONAL), _Q0)
+sample.__signature__ = signature(_Q0, inspect.Parameter("num_samples", _POSITIONAL,
+                                                        annotation="int")).replace(
+    return_annotation="SampleResult")

@@ -21,7 +21,6 @@ from typing import NamedTuple
 import torch
 
 from .. import ops
-from ..targets import StandardGaussian
 from .warmup import WarmupSettings
 
 
@@ -253,7 +252,3 @@ class ChainKernel:
 
     def inverse_masses(self, q: torch.Tensor) -> torch.Tensor:
         return self.state.inverse_mass.expand(q.shape).clone()
-
-
-def is_standard(target) -> bool:
-    return target is None or isinstance(target, StandardGaussian)

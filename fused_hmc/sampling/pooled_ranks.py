@@ -11,16 +11,17 @@ statistics must meet outside it. Each warm-up transition is then three steps on 
    warm-up); with ChEES it also records each chain's start, proposal, end velocity and jitter;
 2. the acceptance statistics are summed over the rank's chains and then over the ranks in rank
    order (one all-gather); at the end of a slow window each rank also sums its chains' log window
-   variances and their count (the pooled variance of csrc/math/mass_matrix.h) and the ranks'
+   variances and their count (the pooled variance of csrc/math/hmc/mass_matrix.h) and the ranks'
    sums are summed in rank order (a second all-gather);
-3. the ``pooled_update`` op applies the run op's pooled update (csrc/math/warmup_update.h) to the
-   step size, dual averaging, ChEES state and inverse mass, identically on every rank.
+3. the ``pooled_update`` op applies the run op's pooled update
+(csrc/math/adaptation/warmup_update.h) to the step size, dual averaging, ChEES state and inverse
+mass, identically on every rank.
 
 ChEES (``adapt_trajectory_length=True``) centres every chain on the ensemble's means
-(csrc/math/trajectory_adaptation.h), so its statistics take two reductions, the second after the
-first: the column sums of the starts x0 and of the weighted proposals omega x1, and the sum of the
-weights omega, travel with the acceptance sums in step 2's all-gather; each rank then forms its
-chains' terms omega_c g_c around the means and a second all-gather sums them.
+(csrc/math/adaptation/trajectory_adaptation.h), so its statistics take two reductions, the second
+after the first: the column sums of the starts x0 and of the weighted proposals omega x1, and the
+sum of the weights omega, travel with the acceptance sums in step 2's all-gather; each rank then
+forms its chains' terms omega_c g_c around the means and a second all-gather sums them.
 
 Cost per transition: a run op launch, a few sums, an all-gather of two numbers (2 d + 3 with
 ChEES, and a second of one number) and a one-block launch. With NCCL the gathers run on the GPU's
@@ -124,7 +125,7 @@ class RankPooledWarmup:
 
     def _window_variance(self, m2: torch.Tensor, draws: int) -> tuple[torch.Tensor, float]:
         """The pooled variance of every rank's chains' windows of `draws` draws: the geometric
-        mean of the chains' own window variances (csrc/math/mass_matrix.h says why), from the
+        mean of the chains' own window variances (csrc/math/hmc/mass_matrix.h says why), from the
         ranks' sums of log variances and counts, summed in rank order."""
         g = self.group
         variance = m2 / (draws - 1)
@@ -138,7 +139,7 @@ class RankPooledWarmup:
 
 class ChEESRecord:
     """This rank's part of ChEES's statistics of one transition (the terms of
-    csrc/math/trajectory_adaptation.h, formed from the run op's trajectory records):
+    csrc/math/adaptation/trajectory_adaptation.h, formed from the run op's trajectory records):
     column_sums() after the run op, then sums() with every rank's column sums."""
 
     def __init__(self, chains: int, dim: int, device: torch.device):

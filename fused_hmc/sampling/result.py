@@ -7,7 +7,7 @@ from typing import NamedTuple, TextIO
 import torch
 
 from .. import diagnostics
-from ..targets import Target
+from ..targets import BuiltInTarget
 from .warmup import WarmupSettings
 
 
@@ -46,8 +46,9 @@ class SampleResult(NamedTuple):
             unless given or adapted). Pass it back as ``inverse_mass=`` to continue.
         num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
             next_transition counts them).
-        target: the target sampled (a :mod:`fused_hmc.targets` Gaussian; N(mu, I) given as
-            ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the trajectory settings
+        target: the target sampled (a :mod:`fused_hmc.targets` built-in one, or a CppTarget;
+            N(mu, I) given as ``mu=`` is a StandardGaussian). num_leapfrog_steps, jitter: the
+            trajectory settings
             (num_leapfrog_steps: with a trajectory length, the initial length in steps of ChEES,
             or unused).
         warmup: the warm-up's :class:`~fused_hmc.sampling.warmup.WarmupSettings` (asked for;
@@ -105,7 +106,7 @@ class SampleResult(NamedTuple):
     step_size: torch.Tensor | None = None
     inverse_mass: torch.Tensor | None = None
     num_warmup: int = 0
-    target: Target | None = None
+    target: BuiltInTarget | object | None = None  # or a CppTarget (a StoredCppTarget, loaded)
     num_leapfrog_steps: int | None = None
     jitter: float | None = None
     warmup: WarmupSettings | None = None

@@ -1,4 +1,4 @@
-"""``SampleResult.save`` and ``fused_hmc.load``: a result as a zarr store (layout in storage.py).
+"""``SampleResult.save``: a result as a zarr store (layout in storage.py; loading.py reads it).
 
 A store is complete when group ``fused_hmc`` is. It never changes in place: a new version (at the
 end of each later run of a streaming sampler) is written whole as ``fused_hmc_next``, then takes
@@ -20,34 +20,29 @@ from pathlib import Path
 
 import torch
 
-from .. import targets as targets_module
-from . import constrained, rank_stores, storage
-from .resources import check_memory
-from .result import SampleResult
+from .. import targets
+from . import constrained, storage
 from .stored_target import StoredCppTarget
 from .warmup import WarmupSettings
 
 FORMAT = 1
-_CHAIN, _CHAIN_DIM = ("chain",), ("chain", "dim")
-_TENSORS = {"mean": _CHAIN_DIM, "var": _CHAIN_DIM, "accept_count": _CHAIN,
-            "accept_rate": _CHAIN, "mean_accept_prob": _CHAIN, "final_state": _CHAIN_DIM,
-            "step_size": _CHAIN, "inverse_mass": _CHAIN_DIM}
+CHAIN, CHAIN_DIM = ("chain",), ("chain", "dim")
+TENSORS = {"mean": CHAIN_DIM, "var": CHAIN_DIM, "accept_count": CHAIN,
+            "accept_rate": CHAIN, "mean_accept_prob": CHAIN, "final_state": CHAIN_DIM,
+            "step_size": CHAIN, "inverse_mass": CHAIN_DIM}
 # Tensors a result may lack (None): the restarts of a pooled warm-up (far_starts.py); files saved
 # before them lack them too.
-_OPTIONAL_TENSORS = {"warmup_reseeded": _CHAIN}
-_SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
+OPTIONAL_TENSORS = {"warmup_reseeded": CHAIN}
+SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
             "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
 # Scalars files saved before the trajectory length, gradient counts and lanes existed lack (None
 # then).
-_NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
+NEWER_SCALARS = ("trajectory_length", "max_leapfrog_steps", "warmup_gradient_evaluations",
                   "sampling_gradient_evaluations", "lanes")
 # The result group, its next version while that is written, and the old one while it is replaced.
 RESULT, NEXT, PREVIOUS = "fused_hmc", "fused_hmc_next", "fused_hmc_previous"
-# Attributes every result group has (_NEWER_SCALARS and superchains may be absent: older files).
-_REQUIRED = _SCALARS + ("format", "seed", "samples", "warmup", "dtype", "device")
-_TARGETS = {cls.__name__: cls for cls in (targets_module.StandardGaussian,
-                                          targets_module.DiagonalGaussian,
-                                          targets_module.DenseGaussian)}
+# Attributes every result group has (NEWER_SCALARS and superchains may be absent: older files).
+REQUIRED = SCALARS + ("format", "seed", "samples", "warmup", "dtype", "device")
 
 
 # ---- pieces shared with checkpoints -------------------------------------------------------------
@@ -58,9 +53,7 @@ def write_target(parent, target) -> None:
     attribute; its lanes; its torch log_prob, a Python function, is not saved)."""
     if target is None:
         return
-    from ..cpp_target import CppTarget
-
-    if isinstance(target, (CppTarget, StoredCppTarget)):
+    if not targets.is_built_in(target):  # a CppTarget (a TorchModel) or a StoredCppTarget
         tensors = {k: v for k, v in target.data.items() if isinstance(v, torch.Tensor)}
         scalars = {k: v for k, v in target.data.items() if not isinstance(v, torch.Tensor)}
         group = parent.create_group("target", attributes={
@@ -91,9 +84,10 @@ def read_target(parent):
         return StoredCppTarget(str(group.attrs["source"]), int(group.attrs["dim"]), data,
                                group.attrs["names"], bool(group.attrs["gradient"]),
                                lanes if lanes == "auto" else int(lanes))
-    if kind not in _TARGETS:
+    built_in = targets.by_class_name(kind)
+    if built_in is None:
         raise ValueError(f"unknown target kind {kind!r} in the file")
-    return _TARGETS[kind](**storage.read_tensors(group, torch.device("cpu")))
+    return built_in(**storage.read_tensors(group, torch.device("cpu")))
 
 
 def warmup_attribute(settings: WarmupSettings | None) -> dict | None:
@@ -115,27 +109,27 @@ def device_to_load(saved: str, device) -> torch.device:
 
 # ---- save ---------------------------------------------------------------------------------------
 
-def _samples_kind(res: SampleResult) -> str:
+def _samples_kind(res) -> str:
     if res.samples is not None:
         return "memory"
     return "disk" if res.samples_path is not None else "none"
 
 
-def write_result_group(root, res: SampleResult, name: str = RESULT) -> None:
+def write_result_group(root, res, name: str = RESULT) -> None:
     """Group `name` of `root` (a new one): every field but the draws."""
-    attrs = {name: getattr(res, name) for name in _SCALARS + _NEWER_SCALARS}
+    attrs = {name: getattr(res, name) for name in SCALARS + NEWER_SCALARS}
     attrs.update(format=FORMAT, seed=str(res.seed), superchains=res.superchains,
                  samples=_samples_kind(res),
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
                  device=str(res.final_state.device))
     group = root.create_group(name, attributes=attrs)
     storage.write_tensors(group, {name: (getattr(res, name), dims)
-                                  for name, dims in (_TENSORS | _OPTIONAL_TENSORS).items()
+                                  for name, dims in (TENSORS | OPTIONAL_TENSORS).items()
                                   if getattr(res, name) is not None})
     write_target(group, res.target)
 
 
-def complete_stream_store(path, res: SampleResult) -> None:
+def complete_stream_store(path, res) -> None:
     """Completes a store the draws were streamed into: the result's other fields (replacing an
     earlier version whole, see the module's docstring), the posterior's attributes, and metadata
     that xarray reads."""
@@ -155,13 +149,13 @@ def complete_stream_store(path, res: SampleResult) -> None:
 def _settle(path: Path) -> None:
     """Finishes the swap of result groups that a kill interrupted (the new one in place), or
     removes what an earlier kill left of a version not yet complete."""
-    if _result_group(path) == NEXT:
+    if result_group(path) == NEXT:
         os.rename(path / NEXT, path / RESULT)
     storage.remove(path / NEXT)
     storage.remove(path / PREVIOUS)
 
 
-def _result_group(path: Path) -> str | None:
+def result_group(path: Path) -> str | None:
     """The complete result group of the store at `path`: ``fused_hmc``, or ``fused_hmc_next`` when
     a kill came between the renames that put it in place (the old one moved aside); else None."""
     if (path / RESULT).is_dir():
@@ -169,7 +163,7 @@ def _result_group(path: Path) -> str | None:
     return NEXT if (path / PREVIOUS).is_dir() and (path / NEXT).is_dir() else None
 
 
-def write_constrained(root, res: SampleResult) -> None:
+def write_constrained(root, res) -> None:
     """The result's constrained draws (when it has them: see constrained.of_result) into
     ``posterior``."""
     values = res.constrained_draws()
@@ -177,7 +171,7 @@ def write_constrained(root, res: SampleResult) -> None:
         constrained.write(root["posterior"], values)
 
 
-def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
+def save_result(res, path, overwrite: bool = False) -> None:
     if not isinstance(overwrite, bool):
         raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
     path = Path(path).absolute()
@@ -206,96 +200,3 @@ def save_result(res: SampleResult, path, overwrite: bool = False) -> None:
     except BaseException:
         storage.remove(tmp)
         raise
-
-
-# ---- load ---------------------------------------------------------------------------------------
-
-def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
-    """The :class:`SampleResult` saved at `path` (by ``SampleResult.save``, or a store that a
-    finished ``out=`` run streamed into), bit for bit, with its tensors on `device` (default: the
-    device it was saved from).
-
-    samples: True reads the draws into memory (``result.samples``), False leaves them on disk
-    (``samples`` None, ``samples_path`` = `path`, read lazily by to_arviz / summary / plot); None
-    (the default) does as the saved result did, so that a streamed result stays on disk.
-    """
-    if samples is not None and not isinstance(samples, bool):
-        raise TypeError(f"samples must be True, False or None, got {samples!r}")
-    path = Path(path).absolute()
-    storage.restore_displaced(path)  # a save over it killed between its renames: the old one
-    if not path.is_dir():
-        raise FileNotFoundError(f"no saved result at {path}")
-    if rank_stores.is_rank_directory(path):
-        raise ValueError(f"{path} holds a run over several processes: one store per rank, "
-                         f"fused_hmc.load({str(path / 'rank0')!r}) and the others, and its "
-                         f"{rank_stores.SUMMARY} (fused_hmc.sampling.rank_stores says how to "
-                         "open them as one dataset)")
-    name = _result_group(path)
-    if name is None:
-        raise ValueError(f"{path} holds no finished result (a run streaming into it has not "
-                         "ended: resume it from its checkpoint)")
-    root = storage.open_root(storage.directory_store(path, "r"), "r")
-    group = _checked_group(root, name, path)
-    attrs = storage.checked_attributes(group, path, "a result", FORMAT)
-    missing = [key for key in _REQUIRED if key not in attrs]
-    if missing:
-        _incomplete(path, f"{name} lacks the attributes {missing}")
-    where = device_to_load(attrs["device"], device)
-    tensors = storage.read_tensors(group, where)
-    _check_complete(root, group, tensors, attrs, path)
-    fields = {name: tensors.get(name) for name in _TENSORS | _OPTIONAL_TENSORS}
-    fields.update({name: attrs[name] for name in _SCALARS})
-    fields.update({name: attrs.get(name) for name in _NEWER_SCALARS})
-    kind = attrs["samples"]
-    if samples and kind == "none":
-        raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")
-    in_memory = kind == "memory" if samples is None else samples
-    fields["samples"] = fields["samples_path"] = fields["constrained"] = None
-    if kind != "none" and in_memory:
-        chains, dim = fields["final_state"].shape
-        check_memory(chains * attrs["num_kept"] * dim * fields["final_state"].element_size(),
-                     where, f"loading {attrs['num_kept']} draws of {chains} chains x {dim} dims",
-                     "pass samples=False to leave them on disk")
-        draws = storage.DrawStore(root["posterior"])
-        fields["samples"] = draws.read(attrs["num_kept"], where)
-        fields["constrained"] = constrained.read(root["posterior"], attrs["num_kept"], where)
-    elif kind != "none":
-        fields["samples_path"] = str(path)
-    return SampleResult(seed=int(attrs["seed"]), warmup=read_warmup(attrs["warmup"]),
-                        # (absent from files saved before superchains existed)
-                        target=read_target(group), superchains=attrs.get("superchains"),
-                        **fields)
-
-
-def _incomplete(path, what: str):
-    raise ValueError(f"{path} is incomplete ({what}): a write of it was stopped; a run streaming "
-                     "into it continues from its checkpoint")
-
-
-def _checked_group(root, name: str, path):
-    try:
-        return root[name]
-    except KeyError:
-        _incomplete(path, f"no group {name}")
-
-
-def _check_complete(root, group, tensors: dict, attrs: dict, path) -> None:
-    """Every field of a result group and the draws it counts are there, of consistent shapes."""
-    missing = [name for name in _TENSORS if name not in tensors]
-    if "target" not in group:
-        missing.append("target")
-    if missing:
-        _incomplete(path, f"{group.basename} lacks {missing}")
-    chains, dim = tensors["final_state"].shape
-    for name, dims in (_TENSORS | _OPTIONAL_TENSORS).items():
-        if name in tensors and tuple(tensors[name].shape) != ((chains,) if dims == _CHAIN
-                                                              else (chains, dim)):
-            _incomplete(path, f"{name} has shape {tuple(tensors[name].shape)}")
-    if attrs["samples"] == "none":
-        return
-    if "posterior" not in root or "q" not in root["posterior"]:
-        _incomplete(path, "no draws: group posterior or its q is missing")
-    shape = root["posterior"]["q"].shape
-    if shape[0] != chains or shape[2] != dim or shape[1] < attrs["num_kept"]:
-        _incomplete(path, f"posterior/q has shape {shape}, not ({chains}, >= "
-                          f"{attrs['num_kept']}, {dim})")

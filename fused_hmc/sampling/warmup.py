@@ -17,7 +17,7 @@ fast interval of ``init_buffer`` = 75 iterations, slow windows of ``base_window`
 a terminal fast interval of ``term_buffer`` = 50 (Stan's adapt init_buffer / window / term_buffer).
 When the three do not fit in num_warmup they scale to 15% / 75% / 10% of it; with fewer than 20
 warm-up iterations there are no slow windows (step size only). The C++ twin is
-csrc/math/adaptation_windows.h (the tests' oracle is
+csrc/math/adaptation/adaptation_windows.h (the tests' oracle is
 tests/unit/_windows_reference.py).
 
 Per chain or pooled. Dual averaging of one chain's step size is driven by that chain's acceptance
@@ -39,8 +39,8 @@ chains' different step sizes also spread their trajectory lengths, which on Gaus
 raised the smallest ESS (of the squares) 3x over pooled adaptation in benchmarks/bench_warmup.py
 (d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws, measured before the pooled mass
 became the geometric mean below; not remeasured since). The pooled inverse mass is the
-geometric mean over chains of each chain's own window variance (csrc/math/mass_matrix.h), not the
-variance of all chains' draws together: chains that have not yet arrived from far starts would
+geometric mean over chains of each chain's own window variance (csrc/math/hmc/mass_matrix.h), not
+the variance of all chains' draws together: chains that have not yet arrived from far starts would
 inflate the latter for all, and the shared step size would collapse (on diamonds from Stan's
 starts it fell to 1e-3 and 3 of 4 CPU runs failed; with the geometric mean the step size stays
 near 0.3: benchmarks/results/time_to_answer/README.md). A pooled warm-up (ChEES too) runs its
@@ -61,17 +61,17 @@ a margin for targets whose curvature varies (and is what users of Stan and NumPy
 
 Trajectory length (``adapt_trajectory_length=True``): ChEES (Hoffman, Radul & Sountsov 2021, "An
 Adaptive MCMC Scheme for Setting Trajectory Lengths in Hamiltonian Monte Carlo", AISTATS), as
-BlackJAX's ``chees_adaptation`` forms it, inside the op (csrc/math/trajectory_adaptation.h). Each
-transition runs L = min(max_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, with w
-uniform on [0, 1) from the chain's philox stream (a fresh jitter per chain and transition;
-BlackJAX shares one Halton number across chains instead) and eps_t the transition's (jittered)
-step size. After every warm-up transition the op forms, from all chains, the gradient of the
-ChEES criterion (the change in the ensemble's centred squared norm) with respect to log T,
-weighted by the acceptance probabilities, takes one Adam step on log T (learning rate 0.025,
-step clipped to +-0.35) and sets T to the exponential of the moving average of log T (weight
-k^-1/2 after k updates), clipped to [eps, max_leapfrog_steps eps] at the next step size. Warm-up
-starts at T0 = num_leapfrog_steps * step_size and sampling runs with the final T (its jitter
-too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
+BlackJAX's ``chees_adaptation`` forms it, inside the op
+(csrc/math/adaptation/trajectory_adaptation.h). Each transition runs L = min(max_leapfrog_steps,
+max(1, ceil(w T / eps_t))) leapfrog steps, with w uniform on [0, 1) from the chain's philox stream
+(a fresh jitter per chain and transition; BlackJAX shares one Halton number across chains instead)
+and eps_t the transition's (jittered) step size. After every warm-up transition the op forms, from
+all chains, the gradient of the ChEES criterion (the change in the ensemble's centred squared norm)
+with respect to log T, weighted by the acceptance probabilities, takes one Adam step on log T
+(learning rate 0.025, step clipped to +-0.35) and sets T to the exponential of the moving average of
+log T (weight k^-1/2 after k updates), clipped to [eps, max_leapfrog_steps eps] at the next step
+size. Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with the final T (its
+jitter too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
 implies ``pooled=True``; its default ``target_accept`` is the paper's 0.651 (Beskos et al.'s
 optimum, above). On a Gaussian with the mass adapted the criterion peaks at T = 2.2467 (in the
 preconditioned scale; tests/unit/test_chees.py derives it).

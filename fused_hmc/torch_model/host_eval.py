@@ -41,7 +41,7 @@ def harness_source(source: str, fields, rows: bool = False) -> str:
     if rows:
         suffix, rows_param, rows_arg = "_rows", ", fused_hmc::Rows", ", fused_hmc::Rows{first, step}"
     return "\n".join([
-        "#include <cstdint>", '#include "math/target_functions.h"',
+        "#include <cstdint>", '#include "math/targets/target_functions.h"',
         "namespace fused_hmc_user {", "using Scalar = double;",
         *cpp_build._data_struct(fields), source, "}  // namespace fused_hmc_user",
         f"template {dual} fused_hmc_user::log_density{suffix}<{dual}, fused_hmc_user::Data>("

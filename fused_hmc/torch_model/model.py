@@ -36,7 +36,11 @@ class TorchModel(CppTarget):
     values with at most this many entries are stored (default max(64, 4 dim)); larger ones (the
     data-length ones) are recomputed where used, never stored. lanes (1, 2, 4, .. 32): the CUDA
     threads a chain takes, its data's rows split between them (CppTarget's lanes); the code is
-    then generated in the rows form, which needs the density to be a sum over the rows.
+    then generated in the rows form, which needs the density to be a sum over the rows. lanes
+    "auto" (the default): the rows form when the density has a loop over data rows that the
+    lanes can split, each run's lanes then chosen as CppTarget's "auto" chooses them
+    (fused_hmc.lanes.choose_lanes); else one thread a chain. The draws are the same for any
+    lanes of the rows form.
 
     Raises TorchModelError at construction when fn cannot be compiled: an unsupported op, Python
     control flow on a parameter's value, a shape mismatch with params, a result that is not 0-d,
@@ -44,12 +48,13 @@ class TorchModel(CppTarget):
     """
 
     def __init__(self, fn: Callable, params: Mapping, data: Mapping | None = None, *,
-                 small_limit: int | None = None, lanes: int = 1):
+                 small_limit: int | None = None, lanes: int | str = "auto"):
         if not callable(fn):
             raise TypeError(f"fn must be callable fn(p, data) -> 0-d tensor, got "
                             f"{type(fn).__name__}")
-        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
-            raise ValueError(f"lanes must be one of {list(LANES)}, got {lanes!r}")
+        if lanes != "auto" and (isinstance(lanes, bool) or not isinstance(lanes, int)
+                                or lanes not in LANES):
+            raise ValueError(f"lanes must be \"auto\" or one of {list(LANES)}, got {lanes!r}")
         self.parameters = Parameters(params)
         self.fn = fn
         fields, values = cpp_data.prepare(dict(data) if data is not None else None)
@@ -61,7 +66,7 @@ class TorchModel(CppTarget):
         traced = trace(lambda x: self._unconstrained_density(x), dim,
                        {k: v for k, v in self.user_data.items() if isinstance(v, torch.Tensor)},
                        fn)
-        generated = generate(traced, set(self.user_data), small_limit, lanes)
+        generated, lanes = _generate(traced, set(self.user_data), small_limit, lanes)
         self.trace_seconds = time.perf_counter() - started
         self.generated_source = generated.source
         compiled_data = {**{k: v for k, v in self.user_data.items()
@@ -114,3 +119,19 @@ class TorchModel(CppTarget):
             raise ValueError(f"n must be a positive int, got {n!r}")
         u = torch.rand(n, self.dim, dtype=torch.float64, generator=generator)
         return ((2 * u - 1) * radius).to(dtype=dtype, device=device)
+
+
+def _generate(traced, data_names, small_limit: int, lanes):
+    """The generated source and the lanes to give CppTarget. lanes "auto": the rows form (any
+    lanes above 1 generate the same source) when the density has a row loop the lanes can split,
+    with CppTarget's "auto"; otherwise (no row loop, or a density that is not a sum over the rows)
+    the plain form on one thread a chain, whose sums keep their plain order."""
+    if lanes != "auto":
+        return generate(traced, data_names, small_limit, lanes), lanes
+    try:
+        rows = generate(traced, data_names, small_limit, max(LANES))
+    except TorchModelError:  # not a sum over the rows (rows.py)
+        rows = None
+    if rows is not None and rows.row_loops:
+        return rows, "auto"
+    return generate(traced, data_names, small_limit, 1), 1

@@ -55,9 +55,9 @@ def gaussian_hmc_exact(dim: int, step_size: float, num_leapfrog_steps: int) -> G
 
     d=64, L=10, eps=0.1 gives acceptance 0.9933021193 and lag-1 autocorrelation 0.542199.
     """
-    from .thresholds import _stats
+    from .thresholds import scipy_stats
 
-    stats = _stats()  # scipy, with a clear message when it is missing
+    stats = scipy_stats()  # scipy, with a clear message when it is missing
     from scipy import integrate
 
     m = leapfrog_matrix(step_size, num_leapfrog_steps)

@@ -19,7 +19,7 @@ import math
 SUITE_FALSE_FAILURE_RATE = 1e-6  # a correct sampler fails the whole suite < once per 10^6 runs
 
 
-def _stats():
+def scipy_stats():
     try:
         from scipy import stats
     except ImportError as exc:  # scipy is a test/validation extra, not a runtime dependency
@@ -38,7 +38,7 @@ def per_check_alpha(num_checks: int, total: float = SUITE_FALSE_FAILURE_RATE) ->
 def z_critical(alpha: float) -> float:
     """Two-sided test of a statistic that is N(0, 1) under H0: pass when |z| < z_c with
     P(|Z| >= z_c) = alpha, i.e. z_c = Phi^-1(1 - alpha / 2). alpha = 2e-8 gives 5.61."""
-    return float(_stats().norm.isf(alpha / 2))
+    return float(scipy_stats().norm.isf(alpha / 2))
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +47,7 @@ def t_critical(alpha: float, df: int) -> float:
     P(|T_df| >= t_c) = alpha. Exact when the averaged values are iid normal; per-chain averages
     of thousands of terms are normal to high accuracy by the CLT, and the t quantile is wider than
     the normal one, which also absorbs the error of estimating the spread."""
-    return float(_stats().t.isf(alpha / 2, df))
+    return float(scipy_stats().t.isf(alpha / 2, df))
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,12 +58,12 @@ def ks_critical(n: int, alpha: float) -> float:
     curand's uniform has 2^-32 resolution); for data rounded from a continuous law the ECDF
     moves by at most the rounding of each value, a shift below 1e-6 in F here, negligible
     against d_c >= 2.6e-4 at the sizes used (and KS on discrete data is conservative)."""
-    return float(_stats().kstwo.isf(alpha, n))
+    return float(scipy_stats().kstwo.isf(alpha, n))
 
 
 def ks_p_value(statistic: float, n: int) -> float:
     """P(D_n >= statistic) under H0, from the same exact distribution."""
-    return float(_stats().kstwo.sf(statistic, n))
+    return float(scipy_stats().kstwo.sf(statistic, n))
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,7 +71,7 @@ def binomial_interval(n: int, p: float, alpha: float) -> tuple[int, int]:
     """Two-sided exact binomial test of K ~ Bin(n, p): pass when lo <= K <= hi, where lo is the
     smallest count with P(K < lo) <= alpha / 2 and hi the largest with P(K > hi) <= alpha / 2
     (binom.ppf / binom.isf; for a discrete law the realised rate is at most alpha)."""
-    stats = _stats()
+    stats = scipy_stats()
     lo = int(stats.binom.ppf(alpha / 2, n, p))
     if stats.binom.cdf(lo - 1, n, p) > alpha / 2:  # ppf's boundary: keep P(K < lo) <= alpha / 2
         lo -= 1
@@ -83,7 +83,7 @@ def binomial_interval(n: int, p: float, alpha: float) -> tuple[int, int]:
 
 def binomial_p_value(k: int, n: int, p: float) -> float:
     """Two-sided p-value of K = k: twice the smaller tail, capped at 1."""
-    stats = _stats()
+    stats = scipy_stats()
     return float(min(1.0, 2 * min(stats.binom.cdf(k, n, p), stats.binom.sf(k - 1, n, p))))
 
 
@@ -92,12 +92,12 @@ def chi2_interval(df: float, alpha: float) -> tuple[float, float]:
     """Two-sided chi-square test: pass when lo < S < hi with P(S <= lo) = P(S >= hi) = alpha / 2
     for S ~ chi2(df). With a known mean, the sum of squares of df iid N(0, 1) values is exactly
     chi2(df), so this is an exact variance test."""
-    stats = _stats()
+    stats = scipy_stats()
     return float(stats.chi2.ppf(alpha / 2, df)), float(stats.chi2.isf(alpha / 2, df))
 
 
 def chi2_p_value(statistic: float, df: float) -> float:
-    stats = _stats()
+    stats = scipy_stats()
     return float(min(1.0, 2 * min(stats.chi2.cdf(statistic, df), stats.chi2.sf(statistic, df))))
 
 
@@ -107,4 +107,4 @@ def normal_p_value(z: float) -> float:
 
 
 def t_p_value(t: float, df: int) -> float:
-    return float(2 * _stats().t.sf(abs(t), df))
+    return float(2 * scipy_stats().t.sf(abs(t), df))

@@ -1,9 +1,9 @@
 """Writes the CPU build's Philox4x32-10 stream to stdout as raw little-endian uint32 words.
 
-The words come from ``fused_hmc.ops.philox4x32`` (csrc/math/philox.h, the header the CUDA kernels
-share), laid out as the kernels consume them: block ``n`` of subsequences (chains) ``0..C-1`` in
-turn, then block ``n + 1``, and so on; within a block, words x, y, z, w. With ``--chains 1`` it is
-one subsequence's consecutive counters. Feed it to an RNG battery, e.g.
+The words come from ``fused_hmc.ops.philox4x32`` (csrc/math/rng/philox.h, the header the CUDA
+kernels share), laid out as the kernels consume them: block ``n`` of subsequences (chains)
+``0..C-1`` in turn, then block ``n + 1``, and so on; within a block, words x, y, z, w. With
+``--chains 1`` it is one subsequence's consecutive counters. Feed it to an RNG battery, e.g.
 
     python tests/statistical/philox_stream_to_stdout.py | dieharder -g 200 -a
 

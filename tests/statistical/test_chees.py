@@ -10,9 +10,9 @@ ChEES(t) = 1/4 E[(|x(t)|^2 - |x0|^2)^2] = sum_i sigma_i^4 sin^2 t (cross terms v
 coordinate's E[x(t)^2 - x0^2] is 0). With t = w T, w ~ U[0, 1) (the trajectory jitter),
 E_w sin^2(w T) = 1/2 - sin(2T) / (4T), whose first maximum is at tan(2T) = 2T: T* = 2.2467. The op
 ascends the ChEES gradient estimate g = w T (|x1|^2 - |x0|^2)(x1 . v) (acceptance weighted and
-centred as BlackJAX's, in x's own coordinates: csrc/math/trajectory_adaptation.h; BlackJAX 1.7.1
-with a diagonal mass divides the squares by the inverse mass and dots with p), whose expectation
-given t is sigma^4 w T sin(2t) per coordinate (expand x(t) and v(t) = dx/dt; E[a^4] = 3,
+centred as BlackJAX's, in x's own coordinates: csrc/math/adaptation/trajectory_adaptation.h;
+BlackJAX 1.7.1 with a diagonal mass divides the squares by the inverse mass and dots with p), whose
+expectation given t is sigma^4 w T sin(2t) per coordinate (expand x(t) and v(t) = dx/dt; E[a^4] = 3,
 E[a^2 b^2] = 1), so its root is the same T*. Discretisation moves it by two effects:
 - ceil: a transition runs n = ceil(w T / eps) leapfrog steps, i.e. t = n eps = w T + eps f,
   f in [0, 1): E_w[w sin(2 eps ceil(w T / eps))] = 0 has its root at T*(eps) = 2.2467 - 0.639 eps

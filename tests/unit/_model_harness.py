@@ -6,8 +6,8 @@ float: ``S name``; an int: ``int64_t name``), explicit instantiations for S = fl
 path type-checks too) and a main that reads each model's data and points from binary files and
 writes, in double, log_density, its gradient by the project's dual numbers
 (fused_hmc::value_and_gradient, as the kernels take it) and log_density_and_gradient where the
-model has one. The sources are wrapped as CppTarget wraps them: csrc/math/target_functions.h, then
-namespace fused_hmc_user.
+model has one. The sources are wrapped as CppTarget wraps them:
+csrc/math/targets/target_functions.h, then namespace fused_hmc_user.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import torch
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
 
-# The wrapping CppTarget generates (csrc/math/target_functions.h's comment): the header, then the
-# user's source inside namespace fused_hmc_user (here one nested namespace per model).
+# The wrapping CppTarget generates (csrc/math/targets/target_functions.h's comment): the header,
+# then the user's source inside namespace fused_hmc_user (here one nested namespace per model).
 PREAMBLE = r"""
-#include "math/target_functions.h"
+#include "math/targets/target_functions.h"
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,4 +1,5 @@
-"""A Python oracle of Stan's warm-up windows (csrc/math/adaptation_windows.h computes them in the
+"""A Python oracle of Stan's warm-up windows (csrc/math/adaptation/adaptation_windows.h computes
+them in the
 kernels), written from Stan's windowed_adaptation.hpp for the tests."""
 from __future__ import annotations
 

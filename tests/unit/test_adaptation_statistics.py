@@ -107,7 +107,8 @@ def test_pooled_warmup_follows_target_accept(target_accept):
 def test_per_chain_warmup():
     """One step size and inverse mass per chain. With Stan's default windows the last dual
     averaging run is 50 transitions of one chain's noisy statistic; with Stan's gamma it ended at
-    0.93 here, with the terminal run's gamma = 0.25 (csrc/math/warmup_update.h) within 0.03 of
+    0.93 here, with the terminal run's gamma = 0.25 (csrc/math/adaptation/warmup_update.h) within
+    0.03 of
     the target, as does a 2000-transition terminal buffer. The draws are right either way."""
     q0 = _start(128, 10, torch.float64, 3)
     short = fused_hmc.sample(q0, 200, num_warmup=1000, target=DIAGONAL, jitter=0.2, seed=11,

@@ -1,6 +1,6 @@
 """The run op's jittered trajectories and one ChEES update against an independent numpy oracle
-(csrc/math/trajectory_adaptation.h states the rules): the trajectory jitter w is word z of each
-transition's last philox block (fused_hmc.philox_numpy recomputes it), a transition runs
+(csrc/math/adaptation/trajectory_adaptation.h states the rules): the trajectory jitter w is word z
+of each transition's last philox block (fused_hmc.philox_numpy recomputes it), a transition runs
 min(cap, max(1, ceil(w T / eps))) leapfrog steps, and the ChEES update is formed from every
 chain's start, proposal, end momentum, acceptance probability and w.
 
@@ -180,7 +180,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
 @pytest.mark.parametrize("dim", [3, 64, 300])  # one chunk per lane, several, several per lane
 @pytest.mark.parametrize("unit_mass", [False, True], ids=["mass", "unit"])
 def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
-    """The CUDA sampling kernel's trajectory record (group_tuned_transition's TrajectoryRecord
+    """The CUDA sampling kernel's trajectory record (math/hmc/transition.h's TrajectoryRecord
     and lane 0's acceptance and jitter) is the CPU build's, to the rounding by which CUDA and CPU
     momenta differ (cuda_cpu_tolerance; the jitter, a function of the stream alone, exactly),
     over three transitions

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from fused_hmc import cli
+from fused_hmc.cli import diagnosed_draws
 
 SMALL = ["--chains", "16", "--dim", "4", "--samples", "20", "--device", "cpu", "--no-progress"]
 
@@ -158,7 +159,7 @@ def test_no_keep_samples_runs_where_keeping_every_draw_does_not_fit(capsys, monk
     from fused_hmc.sampling import resources
 
     monkeypatch.setattr(resources, "available_memory", lambda device: 20_000)
-    monkeypatch.setattr(cli, "_DIAGNOSTIC_VALUES", 2 * 40 * 8)
+    monkeypatch.setattr(diagnosed_draws, "_DIAGNOSTIC_VALUES", 2 * 40 * 8)
     argv = ["--chains", "64", "--dim", "8", "--samples", "40", "--device", "cpu", "--no-progress"]
     code, _, err = _run(capsys, *argv)
     assert code == 2 and len(err.strip().splitlines()) == 1, err

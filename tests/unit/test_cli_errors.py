@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fused_hmc import cli
+from fused_hmc.cli import entry as cli
 
 
 def _error_line(capsys) -> str:

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import cli, cli_model_file, cli_models
+from fused_hmc import cli
+from fused_hmc.cli import data_file
+from fused_hmc.cli import model_file as cli_model_file
 
 SMALL = ["--chains", "4", "--samples", "20", "--warmup", "30", "--device", "cpu", "--no-progress",
          "--seed", "5"]
@@ -105,11 +107,11 @@ def test_file_errors_are_named(tmp_path, capsys, no_compiling):
 
 def test_data_json_reaches_the_function_ints_as_int64(files, tmp_path):
     path, data_path = files
-    data = cli_models.load_data(str(data_path))
+    data = data_file.load_data(str(data_path))
     assert data["n"] == 5 and isinstance(data["n"], int) and data["y"].dtype == torch.float64
     counts = tmp_path / "counts.json"
     counts.write_text(json.dumps({"k": [1, 2, 3]}))
-    assert cli_models.load_data(str(counts))["k"].dtype == torch.int64
+    assert data_file.load_data(str(counts))["k"].dtype == torch.int64
     model = cli_model_file.load(f"{path}:built", data)
     assert model.dim == 2 and model.constrained_names == ("mu", "sigma")
     assert model.names == ("mu", "sigma__unconstrained")

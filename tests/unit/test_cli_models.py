@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import cli, cli_models, cpp_build, diagnostics, models
+from fused_hmc import cli, cpp_build, diagnostics, models
+from fused_hmc.cli import data_file, diagnosed_draws, user_targets
 
 SMALL = ["--chains", "4", "--samples", "8", "--device", "cpu", "--no-progress"]
 
@@ -150,7 +151,7 @@ def test_a_compile_error_names_the_users_file_and_line(capsys, tmp_path):
     ([], torch.zeros(0, dtype=torch.float64)),
 ])
 def test_json_integers_stay_integers_and_other_numbers_are_float64(value, expected):
-    got = cli_models.data_value("v", value)
+    got = data_file.data_value("v", value)
     assert type(got) is type(expected)
     if isinstance(expected, torch.Tensor):
         assert got.dtype == expected.dtype and torch.equal(got, expected)
@@ -160,26 +161,26 @@ def test_json_integers_stay_integers_and_other_numbers_are_float64(value, expect
 
 def _resolved(*argv):
     args = cli.build_parser().parse_args(["sample", *argv])
-    cli_models.resolve_flags(args)
+    user_targets.resolve_flags(args)
     return args
 
 
 def test_model_and_source_flags_make_the_targets_they_name(files, no_compiling):
     source, data = files
     args = _resolved("--model", "eight_schools", "--gradient")
-    user = cli_models.user_target(args)
+    user = user_targets.user_target(args)
     model = models.eight_schools()
     assert user.model.name == "eight_schools" and user.target.has_gradient
     assert user.target.source == model.source + "\n" + model.gradient_source
-    assert (args.dim, args.warmup, args.dtype) == (10, cli_models.MODEL_WARMUP, "float64")
+    assert (args.dim, args.warmup, args.dtype) == (10, user_targets.MODEL_WARMUP, "float64")
 
     args = _resolved("--target", str(source), "--data", str(data), "--dim", "10")
-    user = cli_models.user_target(args)
+    user = user_targets.user_target(args)
     assert user.model is None and user.target.source == SOURCE and user.target.dim == 10
     assert not user.target.has_gradient
     for name, values in (("y", Y), ("sigma", SIGMA)):
         assert torch.equal(user.target.data[name], torch.tensor(values, dtype=torch.float64))
-    assert (args.warmup, args.dtype) == (cli_models.MODEL_WARMUP, "float64")
+    assert (args.warmup, args.dtype) == (user_targets.MODEL_WARMUP, "float64")
 
     args = _resolved()  # a Gaussian keeps its defaults
     assert (args.target, args.dim, args.warmup, args.dtype, args.mean) == (
@@ -188,14 +189,14 @@ def test_model_and_source_flags_make_the_targets_they_name(files, no_compiling):
 
 def test_stans_start_is_uniform_on_minus_two_two_from_the_seed(files, no_compiling):
     source, data = files
-    user = cli_models.user_target(_resolved("--target", str(source), "--data", str(data),
+    user = user_targets.user_target(_resolved("--target", str(source), "--data", str(data),
                                             "--dim", "10"))
-    q0 = cli_models.start(user, 4096, torch.float64, torch.device("cpu"), seed=7)
+    q0 = user_targets.start(user, 4096, torch.float64, torch.device("cpu"), seed=7)
     assert q0.shape == (4096, 10) and q0.dtype == torch.float64
     assert torch.equal(q0, 4 * torch.rand(4096, 10, dtype=torch.float64,
                                           generator=torch.Generator().manual_seed(7)) - 2)
     model = models.eight_schools()
-    from_model = cli_models.start(cli_models.UserTarget(None, model), 8, torch.float32,
+    from_model = user_targets.start(user_targets.UserTarget(None, model), 8, torch.float32,
                                   torch.device("cpu"), seed=7)
     assert torch.equal(from_model, model.initial_point(
         8, dtype=torch.float32, generator=torch.Generator().manual_seed(7)))
@@ -273,7 +274,7 @@ def test_model_run_on_cuda_summarises_the_constrained_parameters(capsys):
     res = fused_hmc.sample(q0, 200, target=model.target(), num_warmup=200, seed=0,
                            step_size=0.1, num_leapfrog_steps=10, progress=False)
     draws = model.constrained_values(res.samples.cpu()).numpy()
-    window = cli.diagnostic_window(256, 200, 10, 10)
+    window = diagnosed_draws.diagnostic_window(256, 200, 10, 10)
     flat = draws.reshape(-1, draws.shape[-1])
     rows = _rows(out)
     assert list(rows) == list(model.constrained_names)

@@ -95,7 +95,6 @@ def test_cuda_graph_replays_equal_reference_replays():
         out_ours = ours(q)
     with torch.cuda.graph(graph_ref):
         out_ref = reference(q)
-    previous = None
     for seed in (5, 5, 6):
         torch.manual_seed(seed)
         graph_ours.replay()

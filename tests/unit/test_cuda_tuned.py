@@ -178,12 +178,12 @@ def test_dense_above_the_limit_is_refused_on_cuda():
                 **dict(zip(STATISTICS, buffers)))
 
 
-# Jittered trajectories and ChEES (math/trajectory_adaptation.h). A transition's leapfrog steps
-# L = min(cap, max(1, ceil(w T / eps_t))) come from exactly computed quantities (the stream's word
-# z, the float64 step size), so both builds run the same L: the gradient counts agree exactly. ChEES's
-# update feeds T back into L's ceil, which turns a rounding difference into a different L once
-# w T / eps_t lands near an integer; so whole ChEES warm-ups are compared over a few transitions,
-# and checked for bitwise reproducibility on the device.
+# Jittered trajectories and ChEES (math/adaptation/trajectory_adaptation.h). A transition's leapfrog
+# steps L = min(cap, max(1, ceil(w T / eps_t))) come from exactly computed quantities (the stream's
+# word z, the float64 step size), so both builds run the same L: the gradient counts agree exactly.
+# ChEES's update feeds T back into L's ceil, which turns a rounding difference into a different L
+# once w T / eps_t lands near an integer; so whole ChEES warm-ups are compared over a few
+# transitions, and checked for bitwise reproducibility on the device.
 TRAJECTORY_SHAPES = [("standard", 37, 3), ("diagonal", 300, 64), ("diagonal", 5, 130),
                      ("dense", 37, 5), ("dense", 4, 130)]
 

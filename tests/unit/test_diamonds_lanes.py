@@ -1,5 +1,5 @@
-"""On CUDA, a rows-form CppTarget's draws do not depend on its lanes (csrc/math/lane_rows.h: log p
-is one fixed tree over 32 strided partials; a chain's lanes share them).
+"""On CUDA, a rows-form CppTarget's draws do not depend on its lanes (csrc/math/targets/lane_rows.h:
+log p is one fixed tree over 32 strided partials; a chain's lanes share them).
 
 The library's diamonds (5,000 rows, 26 parameters, the hand-written gradient, float64): the same
 seed gives the same draws bit for bit for lanes 1, 2, 4, 8, 16, 32 and "auto", sampling with

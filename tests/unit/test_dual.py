@@ -1,5 +1,5 @@
-"""csrc/math/dual.h and target_functions.h: forward-mode duals and the TARGETS.md functions for
-float, double and Dual, against torch autograd (and scipy for digamma).
+"""csrc/math/autodiff/dual.h and target_functions.h: forward-mode duals and the TARGETS.md functions
+for float, double and Dual, against torch autograd (and scipy for digamma).
 
 A small test extension (tests/unit/cpp/) evaluates, element by element, every function on plain T
 and on Dual<T, 2> (unary: lanes seeded 1 and -0.5; binary: Dual/Dual, Dual/scalar, scalar/Dual),
@@ -45,7 +45,7 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 def _sources_hash() -> str:
     h = hashlib.sha256()
-    for p in sorted([*(ROOT / "csrc" / "math").glob("*.h"), *CPP.iterdir()]):
+    for p in sorted([*(ROOT / "csrc" / "math").rglob("*.h"), *CPP.iterdir()]):
         h.update(p.read_bytes())
     return h.hexdigest()[:12]
 

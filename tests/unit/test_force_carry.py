@@ -1,4 +1,4 @@
-"""The force carried from one transition to the next (math/transition.h's ForceCarry, the CUDA
+"""The force carried from one transition to the next (math/hmc/transition.h's ForceCarry, the CUDA
 kernels' GroupForceCarry), for a target that carries it: a CppTarget (TARGETS.md's eight schools,
 compiled once per dtype and device kind; the same module test_cpp_target builds).
 

@@ -1,5 +1,5 @@
 """CppTarget's rows form: log p as 32 strided partials in one fixed pairwise tree, whatever the
-lanes (csrc/math/lane_rows.h).
+lanes (csrc/math/targets/lane_rows.h).
 
 References: a logistic regression written once as a share (log_density_rows), and the same share
 summed by a recursive pairwise tree in a plain source (TREE), independent of lane_rows.h's loop and
@@ -64,9 +64,9 @@ FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& da
 """
 
 # The same model as a plain (one-call) source whose log_density forms the 32 strided partials and
-# adds them by a recursive pairwise tree, written here independently of csrc/math/lane_rows.h's
-# loop and stack. The share is renamed so that this source is not in the rows form. With duals,
-# each derivative is added by the same tree as the value.
+# adds them by a recursive pairwise tree, written here independently of
+# csrc/math/targets/lane_rows.h's loop and stack. The share is renamed so that this source is not in
+# the rows form. With duals, each derivative is added by the same tree as the value.
 TREE = SHARE.replace("log_density_rows", "share_rows") + r"""
 template <typename T, typename Data>
 FUSED_HMC_HD T tree(const T* x, const Data& data, int64_t first, int64_t count) {

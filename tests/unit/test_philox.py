@@ -1,6 +1,6 @@
 """Philox4x32-10 and the native noise stream, against Random123's known answers and numpy.
 
-The C++ block function (csrc/math/philox.h, through the test-only op
+The C++ block function (csrc/math/rng/philox.h, through the test-only op
 torch.ops.fused_hmc_testing.philox4x32) and the independent numpy implementation
 (fused_hmc.philox_numpy) must both give the Random123 known answers and agree bit for bit on random
 counters. The philox noise mode's momenta and uniforms must be curand's transforms of the documented

@@ -1,5 +1,5 @@
-"""csrc/math/portable_math.h: exp and log from correctly rounded operations only (so the CPU and CUDA
-builds return the same bits), against mpmath at 40 digits.
+"""csrc/math/fp/portable_math.h: exp and log from correctly rounded operations only (so the CPU and
+CUDA builds return the same bits), against mpmath at 40 digits.
 
 Bounds, the header's claims: float64 exp within 2 ulp of the true value, log within 3 (2.41 is the
 worst seen, just above 1); float32 (rounded from the float64 result) within 1 ulp. Inputs: about 7,000 log-uniform and uniform points over each

@@ -11,7 +11,6 @@ import os
 import signal
 
 import pytest
-import torch
 
 import fused_hmc
 from fused_hmc import diagnostics, ops

@@ -1,4 +1,4 @@
-"""Explicit seeds key streams disjoint from torch's generator streams (csrc/math/stream_key.h).
+"""Explicit seeds key streams disjoint from torch's generator streams (csrc/math/rng/stream_key.h).
 
 torch's CUDA generator seeded with s keys Philox with s and gives element i of a fresh
 ``torch.randn`` (i below its thread count, >= 2048 on any GPU) lane 0 of block 0 of subsequence i.

@@ -12,7 +12,6 @@ import math
 import pytest
 import torch
 
-import fused_hmc
 from fused_hmc import ops, philox_numpy
 from fused_hmc.reference import reference_log_accept_ratio, reference_tuned_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian

@@ -152,7 +152,7 @@ def kitchen_sink_data(n=150):
 
 @pytest.fixture(scope="module")
 def kitchen_sink():
-    return TorchModel(kitchen_sink_fn, KITCHEN_SINK_PARAMS, data=kitchen_sink_data())
+    return TorchModel(kitchen_sink_fn, KITCHEN_SINK_PARAMS, data=kitchen_sink_data(), lanes=1)
 
 
 def test_every_distribution_op_and_constraint_matches_autograd(kitchen_sink):
@@ -167,7 +167,7 @@ def test_data_length_values_are_never_stored_and_share_one_loop():
     once per row), and no per-chain array has the data's length."""
     library = fused_hmc.models.logistic_regression(n=300, k=5)
     form = library.torch_form()
-    model = TorchModel(form.fn, form.params, data=form.data)
+    model = TorchModel(form.fn, form.params, data=form.data, lanes=1)  # the plain form
     gradient_fn = model.generated_source.split("log_density_and_gradient")[1]
     assert gradient_fn.count("< 300;") == 1  # one pass over the rows
     assert "[300]" not in model.generated_source
@@ -230,7 +230,7 @@ def test_random_compositions_match_autograd(program):
     """Random chains of unary and binary ops over parameters, data-broadcast and data-indexed
     (data-length) values, each reduced: one g++ build per example (HostEval, about a second)."""
     model = TorchModel(composed_fn(program), {"a": (5,), "b": ((5,), constraints.positive)},
-                       data=COMPOSE_DATA)
+                       data=COMPOSE_DATA, lanes=1)  # the plain form (test_torch_model_lanes: rows)
     x = points(model, 3)
     value, grad = host(model).log_density_and_gradient(x)
     assert_matches(model, value, grad, x)

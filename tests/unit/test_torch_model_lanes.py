@@ -41,7 +41,7 @@ def assert_close(value, grad, ref_value, ref_grad):
 def assert_shares_sum_to_autograd(model: TorchModel, x: torch.Tensor) -> None:
     host = HostEval(model.generated_source, model.dim, model.data, rows=True)
     ref_value, ref_grad = autograd(model, x)
-    for step in sorted({model.lanes, 32}):
+    for step in sorted({32} | ({model.lanes} if model.lanes != "auto" else {1, 8})):
         shares = [host.log_density_and_gradient(x, rows=(first, step)) for first in range(step)]
         value = sum(v for v, _ in shares)
         grad = sum(g for _, g in shares)
@@ -129,15 +129,29 @@ def test_random_compositions_are_split_exactly_or_refused(program):
     assert_shares_sum_to_autograd(model, points(model))
 
 
+def test_auto_lanes_take_the_rows_form_only_where_a_row_loop_splits():
+    """lanes="auto" (the default): the rows form, its lanes chosen per run, for a density with a
+    loop over data rows (its shares still sum to autograd's density); one thread a chain, the
+    plain form, for a density whose data are all stored (eight schools: 8 values, no row
+    loop)."""
+    logistic = library_model(fused_hmc.models.logistic_regression(n=300, k=5), lanes="auto")
+    assert logistic.rows_form and logistic.lanes == "auto"
+    assert logistic.lanes_for(4096, torch.device("cpu")) == 1  # the CPU sums shares in order
+    assert_shares_sum_to_autograd(logistic, points(logistic))
+    schools = library_model(fused_hmc.models.eight_schools(), lanes="auto")
+    assert schools.lanes == 1 and not schools.rows_form
+    assert "log_density_rows" not in schools.generated_source
+
+
 def test_lanes_must_be_a_power_of_two_up_to_32():
     for bad in (3, 64, 2.0, True):
-        with pytest.raises(ValueError, match="lanes must be one of"):
+        with pytest.raises(ValueError, match='lanes must be "auto" or one of'):
             TorchModel(mixture_fn, MIXTURE_PARAMS, data=mixture_data(), lanes=bad)
 
 
 @pytest.mark.slow
 def test_compiled_lanes_model_matches_autograd_and_samples():
-    """CppTarget with lanes=4 on the CPU sums the four shares (csrc/math/lane_rows.h)."""
+    """CppTarget with lanes=4 on the CPU sums the four shares (csrc/math/targets/lane_rows.h)."""
     model = library_model(fused_hmc.models.logistic_regression(n=300, k=5), lanes=4)
     assert model.lanes == 4
     x = points(model, 4)

@@ -20,7 +20,7 @@ TRANSCENDENTAL = re.compile(r"\b(exp|log|log1p|expm1|sqrt|pow|lgamma|tanh|sigmoi
 
 def library_torch_model(library) -> TorchModel:
     form = library.torch_form()
-    return TorchModel(form.fn, form.params, data=form.data)
+    return TorchModel(form.fn, form.params, data=form.data, lanes=1)  # the plain form's schedule
 
 
 def function(source: str, name: str) -> str:

@@ -1,5 +1,5 @@
-"""The torch-stream emulation (csrc/math/noise_streams.h, csrc/torch_stream.cpp) on the CPU, against
-an independent Python model of how torch's CUDA distribution kernels fill a tensor.
+"""The torch-stream emulation (csrc/math/rng/noise_streams.h, csrc/torch_stream.cpp) on the CPU,
+against an independent Python model of how torch's CUDA distribution kernels fill a tensor.
 
 The model is written from torch's sources (ATen/native/cuda/DistributionTemplates.h and
 TensorIterator.cpp, unchanged from torch 2.11 to 2.14), not from csrc/:

@@ -18,8 +18,8 @@ import torch
 import xarray as xr
 
 import fused_hmc
-from fused_hmc import cli_distributed
 from fused_hmc.cli import CliError, build_parser
+from fused_hmc.cli.ranks import Ranks
 from fused_hmc.sampling import rank_stores
 from fused_hmc.sampling.distributed import merge_moments
 
@@ -114,4 +114,4 @@ def test_a_rank_beyond_the_gpus_is_named(monkeypatch):
     monkeypatch.setenv("RANK", "1")
     args = build_parser().parse_args(["sample", "--device", "cuda", "--chains", "4"])
     with pytest.raises(CliError, match="local rank 1 needs GPU 1.*has 1.*nproc_per_node"):
-        cli_distributed.Ranks(args, 2)
+        Ranks(args, 2)

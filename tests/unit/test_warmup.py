@@ -3,8 +3,8 @@
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
 one pass by torch), with one departure from Stan: a per-chain step size's dual averaging over the
-terminal fast interval uses gamma = 0.25 (csrc/math/warmup_update.h says why; issue 32). It shares
-no code with the op, and is run in lock step with it: before every op
+terminal fast interval uses gamma = 0.25 (csrc/math/adaptation/warmup_update.h says why; issue 32).
+It shares no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
 the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
@@ -256,7 +256,7 @@ def test_warmup_op_checks_its_arguments():
 
 def test_pooled_inverse_mass_is_robust_to_late_chains(device):
     """The pooled inverse mass is the geometric mean of the chains' own window variances
-    (csrc/math/mass_matrix.h). One chain of 256 still far away (its window mean 1e4 sd off, its
+    (csrc/math/hmc/mass_matrix.h). One chain of 256 still far away (its window mean 1e4 sd off, its
     variance 1e6 times the others') moves it by a factor 1e6^(1/256) = 1.055 at most; the variance
     of all the chains' draws together would be about 4e5 times too large. The window's last
     transition (iteration 99 of the window [75, 100)) runs on window moments of 24 draws set here,

@@ -5,11 +5,11 @@
 
 #include <cstdint>
 
-#include "../chunk_sum.h"
-#include "../gaussian_hmc.h"
-#include "../host_device.h"
+#include "../fp/host_device.h"
+#include "../fp/rounding.h"
 #include "../limits.h"
-#include "../target.h"
+#include "../stats/chunk_sum.h"
+#include "target.h"
 
 namespace fused_hmc {
 

@@ -3,9 +3,9 @@
 
 #include <cstdint>
 
-#include "../gaussian_hmc.h"
-#include "../host_device.h"
-#include "../target.h"
+#include "../fp/host_device.h"
+#include "../fp/rounding.h"
+#include "target.h"
 
 namespace fused_hmc {
 

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "../host_device.h"
-#include "../target.h"
+#include "../fp/host_device.h"
+#include "target.h"
 
 namespace fused_hmc {
 

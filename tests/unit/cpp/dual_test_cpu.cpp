@@ -1,4 +1,4 @@
-// CPU test extension over csrc/math/dual.h (tests/unit/test_dual.py).
+// CPU test extension over csrc/math/autodiff/dual.h (tests/unit/test_dual.py).
 #include "dual_test_bindings.h"
 
 namespace {

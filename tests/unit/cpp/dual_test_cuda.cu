@@ -1,5 +1,5 @@
-// CUDA test extension over csrc/math/dual.h: the same element-wise checks as dual_test_cpu.cpp,
-// one thread per element (tests/unit/test_dual.py, cuda-marked tests).
+// CUDA test extension over csrc/math/autodiff/dual.h: the same element-wise checks as
+// dual_test_cpu.cpp, one thread per element (tests/unit/test_dual.py, cuda-marked tests).
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 

@@ -1,4 +1,4 @@
-// Test-only code over csrc/math/target_functions.h, shared by the CPU extension
+// Test-only code over csrc/math/targets/target_functions.h, shared by the CPU extension
 // (dual_test_cpu.cpp), the CUDA extension (dual_test_cuda.cu) and the nvcc compile check
 // (dual_device_check.cu). The models are written exactly as a user writes one (TARGETS.md): inside
 // namespace fused_hmc_user, unqualified function names, int/double literals mixed with T.
@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "math/target_functions.h"
+#include "math/targets/target_functions.h"
 
 namespace fused_hmc_user {
 
