@@ -54,7 +54,7 @@ from .warmup import WarmupSettings
 MIN_STRETCH = 20
 # Mixed with the seed to key each check point's donor draw (any fixed odd 64-bit constant).
 _KEY_MIX = 0x9E3779B97F4A7C15
-_DUAL_AVERAGING_GAMMA = 0.05  # csrc/math/dual_averaging.h's kDualAveragingGamma
+_DUAL_AVERAGING_GAMMA = 0.05  # csrc/math/adaptation/dual_averaging.h's kDualAveragingGamma
 
 
 def _initial_interval(settings: WarmupSettings) -> int:
@@ -63,7 +63,7 @@ def _initial_interval(settings: WarmupSettings) -> int:
     init, base, term = settings.windows
     if n < 20:  # kMinWarmupForWindows
         return 0
-    if init + base + term > n:  # Stan's scaled windows (csrc/math/adaptation_windows.h)
+    if init + base + term > n:  # Stan's scaled windows (csrc/math/adaptation/adaptation_windows.h)
         return int(0.15 * n)
     return init
 
