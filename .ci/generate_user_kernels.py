@@ -13,13 +13,17 @@ from pathlib import Path
 import torch
 
 from fused_hmc import cpp_build, models
+from fused_hmc.lanes import choose_lanes
+
+H200_SMS = 132  # what lanes="auto" reads from the GPU (CI has none): the H200's SM count
 
 # (model, hand-written gradient, dtype, lanes): one thread a chain with duals; a rows-form model
 # on 8 lanes, on 16 (lanes="auto"'s choice at 4,096 chains on an H200) and on one lane (its 32
 # partials and their stack of gradients in one thread: the most registers).
 MODULES = (("eight_schools", False, torch.float64, 1), ("diamonds", True, torch.float32, 8),
            ("diamonds", True, torch.float64, 16), ("diamonds", True, torch.float64, 1))
-# (model, dtype): the torch form compiled by TorchModel, over the form's own lanes.
+# (model, dtype): the torch form compiled by TorchModel (lanes="auto": one thread a chain for
+# eight schools, the rows form for diamonds), on the lanes "auto" takes at 4,096 chains on an H200.
 TORCH_MODULES = (("eight_schools", torch.float32), ("diamonds", torch.float64))
 
 
@@ -37,9 +41,11 @@ def main() -> None:
         spec = getattr(models, name)().target(gradient=hand).build_spec(dtype, "cuda", lanes)
         write(out, f"{name}_{'hand' if hand else 'duals'}_{spec.scalar}_lanes{lanes}", spec)
     for name, dtype in TORCH_MODULES:
-        form = getattr(models, name)().torch_form()
-        spec = form.model().build_spec(dtype, "cuda", form.lanes)
-        write(out, f"{name}_torch_{spec.scalar}_lanes{form.lanes}", spec)
+        target = getattr(models, name)().torch_form().model()
+        lanes = target.lanes if target.lanes != "auto" else choose_lanes(
+            4096, H200_SMS, target.data_rows)
+        spec = target.build_spec(dtype, "cuda", lanes)
+        write(out, f"{name}_torch_{spec.scalar}_lanes{lanes}", spec)
 
 
 if __name__ == "__main__":
