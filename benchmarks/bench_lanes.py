@@ -61,6 +61,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import lanes_models
+from bench_torch_model import build_all
 from budget import Budget
 
 DEVICE = os.environ.get("FUSED_HMC_BENCH_DEVICE", "cuda" if torch.cuda.is_available() else "cpu")
@@ -103,21 +104,6 @@ def build_one(spec: str) -> None:
     target.module(DTYPES[dtype], torch.device(DEVICE), int(lanes))
     print(json.dumps({"spec": spec, "trace_s": traced, "compile_s": time.perf_counter() - start}),
           flush=True)
-
-
-def build_all(specs: list[str], jobs: int, into: dict) -> None:
-    running, pending = [], list(specs)
-    while pending or running:
-        while pending and len(running) < jobs:
-            spec = pending.pop(0)
-            running.append((spec, subprocess.Popen(
-                [sys.executable, __file__, "--build-one", spec], stdout=subprocess.PIPE,
-                text=True)))
-        spec, proc = running.pop(0)
-        out, _ = proc.communicate()
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        into[spec] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {"failed": True}
-        print("built", spec, into[spec], flush=True)
 
 
 class Record:
@@ -291,7 +277,8 @@ def main() -> None:
     if args.ess:
         wanted |= {(n, "f64", args.ess_chains) for n in models}
     specs = sorted({f"{n}:{d}:{planned_lanes(c, models[n].rows)}" for n, d, c in wanted})
-    builder = threading.Thread(target=build_all, args=(specs, args.jobs, record.data["builds"]))
+    builder = threading.Thread(target=build_all, args=(specs, args.jobs, __file__,
+                                                      record.data["builds"]))
     builder.start()
     jax_dtypes = [] if args.no_jax else sorted(set(args.dtype_list) | ({"f64"} if args.ess else
                                                                         set()))

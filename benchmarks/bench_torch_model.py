@@ -56,13 +56,18 @@ def build_one(spec: str) -> None:
                       "compile_s": time.perf_counter() - start}), flush=True)
 
 
-def build_all(specs: list[str], jobs: int) -> dict:
-    times, running, pending = {}, [], list(specs)
+def build_all(specs: list[str], jobs: int, script: str = __file__,
+              into: dict | None = None) -> dict:
+    """Runs `script --build-one SPEC` for every spec, `jobs` processes at once; each child prints
+    a JSON line last. Returns (and fills `into`, for a caller watching from another thread)
+    spec -> that JSON, or {"failed": True}."""
+    times = {} if into is None else into
+    running, pending = [], list(specs)
     while pending or running:
         while pending and len(running) < jobs:
             spec = pending.pop(0)
             running.append((spec, subprocess.Popen(
-                [sys.executable, __file__, "--build-one", spec], stdout=subprocess.PIPE,
+                [sys.executable, script, "--build-one", spec], stdout=subprocess.PIPE,
                 text=True)))
         spec, proc = running.pop(0)
         out, _ = proc.communicate()
