@@ -57,6 +57,8 @@ class SerialGroup {
   using Carry = ForceCarry<scalar_t>;
   template <class Target>
   static constexpr bool kRecomputesForces = false;
+  template <class Target>
+  static constexpr bool kMayHoldStill = false;  // loop_steps is always the chain's own
 
   // Coordinates j0 .. j0 + 3 (those below dim).
   struct Chunk {

@@ -456,6 +456,11 @@ class LaneGroup {
   template <class Target>
   static constexpr bool kRecomputesForces =
       CHUNKS > 1 && Target::kForce == TargetForce::kCoordinate;
+  // A kRow target's chains loop their block's most steps, the early finishers holding still
+  // (loop_steps); no other chain ever does, and telling the compiler so keeps the leapfrog loop
+  // free of a per-step branch.
+  template <class Target>
+  static constexpr bool kMayHoldStill = Target::kForce == TargetForce::kRow;
 
   struct Work {
     Row<scalar_t> p0, f0, x, p, f;

@@ -7,7 +7,8 @@
 //           threads, CHUNKS chunks of 4 coordinates each in registers). It supplies the coordinate
 //           loops (each, each_chunk), the rows (Row, Work), the force evaluation (which for a kRow
 //           target meets at block barriers: the sync), the chunk sum in chunk_sum.h's order, and
-//           loop_steps (a kRow target's chains all loop their block's most steps).
+//           loop_steps (a kRow target's chains all loop their block's most steps; kMayHoldStill
+//           says at compile time whether a chain can ever hold still in them).
 //   Target  the log density (target.h): its force kind, shift, and optionally its own rounding of
 //           the leapfrog (Target::Leapfrog; FusedLeapfrog below by default).
 //   Noise   where the transition's randomness comes from: the momentum normals of a chunk
@@ -236,7 +237,7 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   // the force only for its barriers, and make their last moves with the others.
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p0[i], w.f0[i], steps.half_eps); });
   for (int step = 1; step < loop_steps; ++step) {
-    const bool moving = step < leapfrog_steps;
+    const bool moving = !Group::template kMayHoldStill<Target> || step < leapfrog_steps;
     if (moving) {
       group.each([&](auto i) {
         w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
