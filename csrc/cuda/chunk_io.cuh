@@ -7,7 +7,7 @@
 namespace fused_hmc {
 
 template <typename scalar_t>
-__device__ __forceinline__ void load_chunk(const scalar_t* row, int64_t j0, int64_t dim,
+__device__ __forceinline__ void load_chunk(const scalar_t* row, int j0, int dim,
                                            bool vectorized, scalar_t (&v)[4]) {
   if (vectorized) {
     if constexpr (sizeof(scalar_t) == 4) {
@@ -25,7 +25,7 @@ __device__ __forceinline__ void load_chunk(const scalar_t* row, int64_t j0, int6
 }
 
 template <typename scalar_t>
-__device__ __forceinline__ void store_chunk(scalar_t* row, int64_t j0, int64_t dim, bool vectorized,
+__device__ __forceinline__ void store_chunk(scalar_t* row, int j0, int dim, bool vectorized,
                                             const scalar_t (&v)[4]) {
   if (vectorized) {
     if constexpr (sizeof(scalar_t) == 4) {

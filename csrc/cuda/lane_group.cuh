@@ -99,8 +99,8 @@ struct GroupSeat {
   int lane;
   bool live;  // the chain exists (threads of missing chains still take part in barriers)
 
-  __device__ int64_t chunk_start(int c, int group) const {
-    return 4 * static_cast<int64_t>(lane + c * group);
+  __device__ int chunk_start(int c, int group) const {
+    return 4 * (lane + c * group);
   }
 };
 
@@ -127,12 +127,12 @@ struct Chunks {
 
 // The thread's chunks of a row of `dim` values (`fill` past the row's end).
 template <typename scalar_t, int GROUP, int CHUNKS>
-__device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat seat, int64_t dim,
+__device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat seat, int dim,
                                                bool vectorized, scalar_t fill,
                                                scalar_t (&v)[CHUNKS][4]) {
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
+    const int j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[c][e] = fill;
     if (seat.live && j0 < dim) load_chunk(row, j0, dim, vectorized && j0 + 4 <= dim, v[c]);
@@ -144,12 +144,12 @@ __device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat se
 }
 
 template <typename scalar_t, int GROUP, int CHUNKS>
-__device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, int64_t dim,
+__device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, int dim,
                                                 bool vectorized, const scalar_t (&v)[CHUNKS][4]) {
   if (!seat.live) return;
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int64_t j0 = seat.chunk_start(c, GROUP);
+    const int j0 = seat.chunk_start(c, GROUP);
     if (j0 < dim) store_chunk(row, j0, dim, vectorized, v[c]);
   }
 }
@@ -170,19 +170,19 @@ struct CoordinateCoefficients {
   scalar_t inv_mass[CHUNKS][4];
   scalar_t cached_scale[kCached ? CHUNKS : 1][4];
   scalar_t cached_coefficient[CHUNKS == 1 && kCoefficients ? CHUNKS : 1][4];
-  int64_t dim;
+  int dim;
 
   template <int GROUP>
   __device__ void load(const Target& target, int64_t dim_, const scalar_t* inv_mass_row,
                        GroupSeat seat) {
-    dim = dim_;
+    dim = static_cast<int>(dim_);
     if constexpr (!UNIT) {
       load_group_row<scalar_t, GROUP, CHUNKS>(inv_mass_row, seat, dim, false, scalar_t(1),
                                               inv_mass);
     }
     if constexpr (CHUNKS == 1) {
       if constexpr (kCoefficients) {
-        const int64_t j0 = seat.chunk_start(0, GROUP);
+        const int j0 = seat.chunk_start(0, GROUP);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           cached_coefficient[0][e] =
@@ -276,7 +276,7 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
   if constexpr (Target::kForce == TargetForce::kCoordinate) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = seat.chunk_start(c, GROUP);
+      const int j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) f[c][e] = k.local_force(target, e, j0 + e, x[c][e]);
     }
@@ -307,7 +307,7 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
     __syncthreads();  // every thread has read the previous x
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = seat.chunk_start(c, GROUP);
+      const int j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (seat.live && j0 + e < k.dim) x_shared[j0 + e] = x[c][e];
@@ -316,7 +316,7 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
     __syncthreads();
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = seat.chunk_start(c, GROUP);
+      const int j0 = seat.chunk_start(c, GROUP);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (seat.live && j0 + e < k.dim) f[c][e] = target.row_force(j0 + e, x_shared);
@@ -328,7 +328,7 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
 
 // The thread's chunk of the target's shift (zeros for a target that is not shifted).
 template <class Target, typename scalar_t = typename Target::Scalar>
-__device__ __forceinline__ void load_shift(const Target& target, int64_t j0, int64_t dim,
+__device__ __forceinline__ void load_shift(const Target& target, int j0, int dim,
                                            scalar_t (&out)[4]) {
   if constexpr (Target::kShifted) {
     load_chunk(target.shift(), j0, dim, false, out);
@@ -469,7 +469,7 @@ class LaneGroup {
   // Chunk c of the thread, from coordinate j0 < dim; each() visits its coordinates below dim.
   struct Chunk {
     int c;
-    int64_t j0, dim;
+    int j0, dim;
     template <class F>
     __device__ void each(F&& f) const {
 #pragma unroll
@@ -489,7 +489,7 @@ class LaneGroup {
   };
 
   __device__ LaneGroup(GroupSeat seat, int64_t dim, scalar_t* x_shared)
-      : seat_(seat), dim_(dim), x_shared_(x_shared) {}
+      : seat_(seat), dim_(static_cast<int>(dim)), x_shared_(x_shared) {}
 
   __device__ bool live() const { return seat_.live; }
   // Zeros: past the row's end and in missing chains they keep the unused lanes' arithmetic finite.
@@ -518,7 +518,7 @@ class LaneGroup {
   __device__ void each_chunk(F&& f) const {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t j0 = seat_.chunk_start(c, GROUP);
+      const int j0 = seat_.chunk_start(c, GROUP);
       if (seat_.live && j0 < dim_) f(Chunk{c, j0, dim_});
     }
   }
@@ -552,7 +552,7 @@ class LaneGroup {
 
  private:
   GroupSeat seat_;
-  int64_t dim_;
+  int dim_;  // at most kMaxCudaDim: 32-bit coordinate indices
   scalar_t* x_shared_;
 };
 
