@@ -133,12 +133,11 @@ __device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat se
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int j0 = seat.chunk_start(c, GROUP);
+    if (seat.live && vectorized && j0 + 4 <= dim) {
+      load_chunk(row, j0, dim, true, v[c]);  // whole: no fill to check
+    } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[c][e] = fill;
-    if (seat.live && j0 < dim) load_chunk(row, j0, dim, vectorized && j0 + 4 <= dim, v[c]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (j0 + e >= dim) v[c][e] = fill;
+      for (int e = 0; e < 4; ++e) v[c][e] = seat.live && j0 + e < dim ? row[j0 + e] : fill;
     }
   }
 }
@@ -331,7 +330,11 @@ template <class Target, typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ void load_shift(const Target& target, int j0, int dim,
                                            scalar_t (&out)[4]) {
   if constexpr (Target::kShifted) {
-    load_chunk(target.shift(), j0, dim, false, out);
+    // 16 bytes at once where the chunk is whole and aligned (the shift is a [dim] tensor whose
+    // storage may start anywhere), else element by element.
+    const scalar_t* shift = target.shift();
+    const bool aligned = (reinterpret_cast<uintptr_t>(shift + j0) & 15) == 0;
+    load_chunk(shift, j0, dim, aligned && j0 + 4 <= dim, out);
   } else {
 #pragma unroll
     for (int e = 0; e < 4; ++e) out[e] = scalar_t(0);
