@@ -4,8 +4,8 @@
 // ~15 us, more than the kernel. These bindings make the same dispatcher call through pybind11's
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
 // Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host
-// build of math/fp/portable_math.h's exp and log and of math/rng/stream_key.h's
-// philox_key_from_seed. Test-only too: the torch-stream emulation (math/rng/noise_streams.h's
+// build of math/fp/portable_math.h's exp and log, fp/host_transcendentals.h's Box-Muller
+// functions and math/rng/stream_key.h's philox_key_from_seed. Test-only too: the torch-stream emulation (math/rng/noise_streams.h's
 // launch geometry, value -> (subsequence, block, lane) map and 32-bit split test; torch_stream.h's
 // randn_like layout); the CUDA chain kernels' block choice (cuda/group_shape.h, host logic); the
 // CPU chains' threads (at::parallel_for as compiled here, cpu/chain_blocks.h's scheduler).
@@ -22,6 +22,7 @@
 #include "cpu/chain_blocks.h"
 #include "cuda/group_shape.h"
 #include "math/chain_params.h"
+#include "math/fp/host_transcendentals.h"
 #include "math/fp/portable_math.h"
 #include "math/limits.h"
 #include "math/rng/noise_streams.h"
@@ -126,6 +127,24 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("portable_log", [](double x) { return fused_hmc::portable_log(x); });
   m.def("portable_exp_f32", [](float x) { return fused_hmc::portable_exp(x); });
   m.def("portable_log_f32", [](float x) { return fused_hmc::portable_log(x); });
+  // x [N] float32 -> the host build's Box-Muller functions (math/fp/host_transcendentals.h):
+  // libdevice_logf(x) [N], and angle_sincos(x) as [N, 2] (sin, cos).
+  m.def("libdevice_logf", [](const Tensor& x) {
+    const Tensor in = x.to(at::kFloat).contiguous();
+    Tensor out = at::empty_like(in);
+    const float* a = in.data_ptr<float>();
+    float* r = out.data_ptr<float>();
+    for (int64_t i = 0; i < in.numel(); ++i) r[i] = fused_hmc::libdevice_logf(a[i]);
+    return out;
+  });
+  m.def("angle_sincos", [](const Tensor& x) {
+    const Tensor in = x.to(at::kFloat).contiguous();
+    Tensor out = at::empty({in.numel(), 2}, in.options());
+    const float* a = in.data_ptr<float>();
+    float* r = out.data_ptr<float>();
+    for (int64_t i = 0; i < in.numel(); ++i) fused_hmc::angle_sincos(a[i], r[2 * i], r[2 * i + 1]);
+    return out;
+  });
   m.def("philox_key_from_seed",
         [](uint64_t seed) { return fused_hmc::philox_key_from_seed(seed); });
   m.def("torch_draw_geometry", [](uint64_t n, uint32_t unroll, uint64_t sms, uint64_t per_sm) {

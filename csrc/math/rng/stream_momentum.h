@@ -1,8 +1,9 @@
 // A chain's whole momentum draw of one transition, for the CPU chains: noise_streams.h's
 // stream_chunk_momentum for every chunk, the same numbers in the same places, but with the Philox
 // blocks formed in batches first, in a loop over independent blocks that the compiler runs in
-// vector lanes (Philox is integer arithmetic: any lane layout gives the same words), and only then
-// Box-Muller's transforms (transforms.h's libm calls, scalar as before).
+// vector lanes (Philox is integer arithmetic: any lane layout gives the same words), then
+// Box-Muller's transforms over the batch, also in lanes for float32 (transforms.h: every lane
+// applies the same IEEE operations, so the numbers are those of one block at a time).
 #pragma once
 
 #include <cstdint>
@@ -39,11 +40,16 @@ FHMC_HD void stream_momentum(const PhiloxStream& s, uint64_t chain, uint64_t tra
           k1);
       x[i] = r.x, y[i] = r.y, zw[i] = r.z, w[i] = r.w;
     }
+    // Box-Muller over the batch: branch-free on the host (fp/host_transcendentals.h), so this loop
+    // too runs in vector lanes; the normals land in place after.
+    scalar_t normals[kMomentumBlockBatch][kPerBlock];
+#if !defined(__CUDACC__)
+#pragma omp simd
+#endif
+    for (int i = 0; i < n; ++i) block_normals(PhiloxBlock{x[i], y[i], zw[i], w[i]}, normals[i]);
     for (int i = 0; i < n; ++i) {
-      scalar_t normals[kPerBlock];
-      block_normals(PhiloxBlock{x[i], y[i], zw[i], w[i]}, normals);
       const int64_t j0 = (b0 + i) * kPerBlock;
-      for (int e = 0; e < kPerBlock && j0 + e < dim; ++e) z[j0 + e] = normals[e];
+      for (int e = 0; e < kPerBlock && j0 + e < dim; ++e) z[j0 + e] = normals[i][e];
     }
   }
 }

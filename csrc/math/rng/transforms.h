@@ -3,15 +3,18 @@
 //
 // curand is compiled with nvcc's default --fmad=true, which contracts `x * C + C / 2` into one
 // fused multiply-add; we spell that FMA out so the result does not depend on our own flags. On the
-// device the float32 path uses the __sincosf intrinsic as curand does; the host uses sinf/cosf as
-// curand's own host branch does, so CPU and GPU normals agree to the intrinsic's error (~2^-21
-// absolute), not bit for bit. The uint32 words themselves are bit-identical everywhere.
+// device the float32 path uses the __sincosf intrinsic as curand does; the host computes the
+// radius with libdevice's logf and the angle's sine and cosine to within an ulp
+// (fp/host_transcendentals.h: no libm, so the same bits on every machine, and vectorisable), so
+// CPU and GPU normals agree to the intrinsic's error (~2^-21 absolute), not bit for bit. float64
+// uses libm's log, sin and cos on the host. The uint32 words are bit-identical everywhere.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "../fp/host_device.h"
+#include "../fp/host_transcendentals.h"
 #include "philox.h"
 
 namespace fused_hmc {
@@ -58,12 +61,12 @@ FHMC_HD double uniform_from_words_f64(uint32_t lo, uint32_t hi) {
 FHMC_HD void box_muller_f32(uint32_t a, uint32_t b, float& first, float& second) {
   const float u = fma_f32(static_cast<float>(a), kTwoPow32Inv, kTwoPow32Inv / 2.0f);
   const float v = fma_f32(static_cast<float>(b), kTwoPow32Inv2Pi, kTwoPow32Inv2Pi / 2.0f);
-  const float s = sqrtf(-2.0f * logf(u));
 #if defined(__CUDA_ARCH__)
+  const float s = sqrtf(-2.0f * logf(u));
   __sincosf(v, &first, &second);
 #else
-  first = sinf(v);
-  second = cosf(v);
+  const float s = std::sqrt(-2.0f * libdevice_logf(u));
+  angle_sincos(v, first, second);
 #endif
   first *= s;
   second *= s;
