@@ -133,11 +133,12 @@ __device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat se
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int j0 = seat.chunk_start(c, GROUP);
-    if (seat.live && vectorized && j0 + 4 <= dim) {
-      load_chunk(row, j0, dim, true, v[c]);  // whole: no fill to check
-    } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[c][e] = seat.live && j0 + e < dim ? row[j0 + e] : fill;
+    for (int e = 0; e < 4; ++e) v[c][e] = fill;
+    if (seat.live && j0 < dim) load_chunk(row, j0, dim, vectorized && j0 + 4 <= dim, v[c]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (j0 + e >= dim) v[c][e] = fill;
     }
   }
 }
