@@ -71,7 +71,7 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     res = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, **RUN)
     saved["result"] = {name: getattr(res, name) for name in (
         "samples", "final_state", "accept_count", "step_size", "inverse_mass", "chain_offset",
-        "seed", "mean", "var")}
+        "seed", "mean", "var", "chain_statistics")}
     saved["global"] = res.global_summary
     torch.manual_seed(100 + rank)  # seed=None: each rank would draw another; rank 0's is taken
     saved["drawn_seed"] = fused_hmc.Sampler(q0, process_group=group, progress=False).seed
