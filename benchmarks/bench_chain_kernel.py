@@ -26,6 +26,7 @@ def main() -> None:
 
     import fused_hmc
     from fused_hmc import ops
+    from fused_hmc.sampling import chain_statistics
     from timing import time_adaptive
 
     assert Path(fused_hmc.__file__).resolve().is_relative_to(Path(args.tree).resolve())
@@ -42,6 +43,7 @@ def main() -> None:
 
     def persistent(B, d, T, dtype=torch.float32, thin=1, L=10, eps=0.1):
         q, mu, mean, m2, count, prob = buffers(B, d, dtype)
+        statistics = chain_statistics.as_list(chain_statistics.zeros(B, dev))
         step = torch.full((1,), eps, dtype=torch.float64, device=dev)
         inv_mass = torch.ones(1, d, dtype=dtype, device=dev)
         empty = q.new_empty(0)
@@ -50,8 +52,10 @@ def main() -> None:
                 ops.run_chains(q, mu, eps, L, 7, 0, 0, T, thin, empty, mean, m2, count, prob, 0)
         else:
             def call():
-                ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, L, 7, 0, 0, T, thin=thin,
-                        mean=mean, m2=m2, accept_count=count, accept_prob_sum=prob)
+                ops.sample(q=q, target="standard", target_tensors=[mu], target_scalars=[],
+                           step_size=step, inv_mass=inv_mass, jitter=0.0, num_leapfrog_steps=L,
+                           seed=7, chain_offset=0, first_transition=0, num_transitions=T,
+                           thin=thin, mean=mean, m2=m2, statistics=statistics)
         seconds, _ = time_adaptive(call, dev, target_s=0.05)
         return seconds
 

@@ -27,7 +27,7 @@
 #include "math/limits.h"
 #include "math/rng/noise_streams.h"
 #include "math/rng/stream_key.h"
-#include "ops/run_request.h"
+#include "ops/chain_request.h"
 #include "ops/target_registry.h"
 #include "torch_stream.h"
 

@@ -20,6 +20,7 @@
 #include "../math/hmc/metropolis.h"
 #include "../math/hmc/transition.h"
 #include "../math/rng/noise_streams.h"
+#include "../math/stats/chain_statistics.h"
 #include "../math/stats/chunk_sum.h"
 #include "../math/targets/lane_rows.h"
 #include "../math/targets/target.h"
@@ -405,45 +406,53 @@ __device__ __forceinline__ int block_max_steps(int steps) {
   return out;
 }
 
-// sum += accept_probability(log_alpha) over a chain's consecutive transitions, in transition
-// order, with the exp formed for kDepth transitions at once: lane i of a window keeps transition
-// t0 + i's log_alpha, and once the window is full each lane takes its exp and every lane adds the
-// window's in order (the bits of one lane adding each in turn). Call add() and total() from every
-// thread; lane 0's total counts `start`.
+// The chain statistics' sums of a group of GROUP threads (math/stats/chain_statistics.h's Sum):
+// a statistic's shares added in transition order, and an AcceptProbability's exps formed for kDepth
+// transitions at once: lane i of a window keeps transition t0 + i's log_alpha, and once the window
+// is full each lane takes its exp and every lane adds the window's in order (the bits of one lane
+// adding each in turn). Call add() and flush() from every thread; the holder's total counts its
+// start.
 template <int GROUP, typename scalar_t>
-class AcceptProbabilitySum {
- public:
-  static constexpr int kDepth = UniformsAhead<GROUP>::kDepth;
+struct LaneSums {
+  template <typename T>
+  class Sum {
+   public:
+    static constexpr int kDepth = UniformsAhead<GROUP>::kDepth;
 
-  __device__ explicit AcceptProbabilitySum(double start) : sum_(start) {}
+    __device__ explicit Sum(T start = T(0)) : sum_(start) {}
 
-  __device__ void add(scalar_t log_alpha) {
-    if constexpr (kDepth == 1) {
-      sum_ += static_cast<double>(accept_probability(log_alpha));
-    } else {
-      if (static_cast<int>(threadIdx.x % kDepth) == held_) mine_ = log_alpha;
-      if (++held_ == kDepth) flush(kDepth);
+    template <typename V>
+    __device__ void add(const V& v) {
+      sum_ += statistic_value(v);
     }
-  }
+    __device__ void add(const AcceptProbability<scalar_t>& v) {
+      if constexpr (kDepth == 1) {
+        sum_ += statistic_value(v);
+      } else {
+        if (static_cast<int>(threadIdx.x % kDepth) == held_) mine_ = v.log_alpha;
+        if (++held_ == kDepth) flush_window(kDepth);
+      }
+    }
 
-  __device__ double total() {
-    if (held_ > 0) flush(held_);
-    return sum_;
-  }
+    __device__ void flush() {
+      if (held_ > 0) flush_window(held_);
+    }
+    __device__ T total() const { return sum_; }
 
- private:
-  __device__ void flush(int count) {
-    const double p = static_cast<double>(accept_probability(mine_));
+   private:
+    __device__ void flush_window(int count) {
+      const T p = static_cast<T>(AcceptProbability<scalar_t>{mine_}.value());
 #pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      if (i < count) sum_ += __shfl_sync(0xffffffffu, p, i, kDepth);
+      for (int i = 0; i < kDepth; ++i) {
+        if (i < count) sum_ += __shfl_sync(0xffffffffu, p, i, kDepth);
+      }
+      held_ = 0;
     }
-    held_ = 0;
-  }
 
-  double sum_;
-  scalar_t mine_ = scalar_t(0);
-  int held_ = 0;
+    T sum_;
+    scalar_t mine_ = scalar_t(0);
+    int held_ = 0;
+  };
 };
 
 // The Group policy: the chain's group as seen by one of its threads (seat), its row's dimension,

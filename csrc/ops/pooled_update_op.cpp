@@ -12,7 +12,7 @@
 #include "../math/limits.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
-#include "run_request.h"
+#include "chain_request.h"
 
 namespace fused_hmc {
 namespace {

@@ -142,7 +142,7 @@ class FarStarts:
         per_chain.state = per_chain.state._replace(
             dual_averaging=torch.zeros(chains, 3, dtype=torch.float64, device=q.device),
             window_mean=kernel.state.window_mean, window_m2=kernel.state.window_m2)
-        per_chain.gradients = kernel.gradients
+        per_chain.statistics = kernel.statistics  # its transitions count as the warm-up's
         return per_chain
 
     def split(self, first: int, n: int) -> list[tuple[int, int]]:

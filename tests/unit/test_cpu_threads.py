@@ -57,6 +57,8 @@ def _result_fields(res) -> dict:
                   accept_count=res.accept_count, mean_accept_prob=res.mean_accept_prob,
                   step_size=res.step_size, inverse_mass=res.inverse_mass,
                   gradients=(res.warmup_gradient_evaluations, res.sampling_gradient_evaluations))
+    fields.update({f"{part}_{name}": t for part in ("chain_statistics", "warmup_chain_statistics")
+                   for name, t in getattr(res, part).items()})
     if res.trajectory_length is not None:
         fields["trajectory_length"] = res.trajectory_length
     return fields

@@ -28,7 +28,7 @@ import torch
 
 from fused_hmc import ops
 
-from ._helpers import cuda_cpu_tolerance
+from ._helpers import cuda_cpu_tolerance, run_op
 from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop
 
 pytestmark = pytest.mark.cuda
@@ -49,7 +49,7 @@ def _run_tuned(device, q, target, step, inv_mass, jitter, steps, seed, first, n,
     kept = (first + n) // thin - first // thin
     samples = q.new_zeros(q.shape[0], kept, q.shape[1])
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(), step,
+    run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(), step,
             inv_mass, jitter, steps, seed, 3, first, n, thin=thin, samples=samples,
             **dict(zip(STATISTICS, buffers)))
     return [t.cpu() for t in (q, samples, *buffers)]
@@ -116,7 +116,7 @@ def _warmup(device, q, target, step, inv_mass, calls, num_warmup, windows, jitte
     tensors = target.op_tensors(q.dtype, q.device)
     first = 0
     for n in calls:
-        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, jitter, 3, 77,
+        run_op(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, jitter, 3, 77,
                 0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
                 num_warmup=num_warmup, windows=list(windows), target_accept=0.8,
                 adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1])
@@ -173,7 +173,7 @@ def test_dense_above_the_limit_is_refused_on_cuda():
     precision = torch.eye(257, device="cuda")
     buffers = stat_buffers(2, 257, device="cuda")
     with pytest.raises(ValueError, match='target "dense" supports dim <= 256'):
-        ops.run(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
+        run_op(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
                 device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0, 1,
                 **dict(zip(STATISTICS, buffers)))
 
@@ -200,7 +200,7 @@ def test_jittered_trajectories_agree_with_cpu(kind, chains, dim, dtype):
         qd, sd, md = [t.to(device, copy=True) for t in (q, step, inv_mass)]
         steps = torch.zeros(chains, dtype=torch.int64, device=device)
         buffers = stat_buffers(chains, dim, device=device)
-        ops.run(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
+        run_op(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
                 sd, md, 0.1, 40, 11, 0, 0, 6, mean=buffers[0], m2=buffers[1],
                 accept_count=buffers[2], accept_prob_sum=buffers[3], trajectory_length=1.3,
                 gradient_evaluations=steps)
@@ -222,7 +222,7 @@ def _chees_warmup(device, q, target, step, inv_mass, calls, num_warmup, adapt=(T
     tensors = target.op_tensors(q.dtype, q.device)
     first = 0
     for n in calls:
-        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, 0.0, 100, 5,
+        run_op(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, 0.0, 100, 5,
                 0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
                 num_warmup=num_warmup, windows=[10, 10, 10], target_accept=0.651,
                 adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1], chees=chees,

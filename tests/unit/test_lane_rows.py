@@ -15,6 +15,8 @@ import torch
 
 from fused_hmc import CppTarget, ops
 
+from ._helpers import run_op
+
 N, K = 37, 3  # rows (not a multiple of the lanes: the lanes' shares differ in size), predictors
 DIM = K + 1  # the coefficients, then the intercept
 
@@ -159,7 +161,7 @@ def _sample_run(target: CppTarget, q: torch.Tensor, transitions: int):
                  accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
                  accept_prob_sum=torch.zeros(chains, **f64),
                  gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
-    ops.run(q, target.op_name(q.dtype, device, chains=chains), target.op_tensors(q.dtype, device),
+    run_op(q, target.op_name(q.dtype, device, chains=chains), target.op_tensors(q.dtype, device),
             target.op_scalars(), torch.tensor([0.2], **f64), torch.empty(0, dtype=q.dtype,
                                                                           device=device),
             0.1, 12, 2026, 0, 0, transitions, trajectory_length=1.1, **stats)

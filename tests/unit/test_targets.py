@@ -16,7 +16,7 @@ from fused_hmc import ops, philox_numpy
 from fused_hmc.reference import reference_log_accept_ratio, reference_tuned_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
 
-from ._helpers import as_int64, randn, seeded_generator
+from ._helpers import as_int64, randn, run_op, seeded_generator
 
 DTYPES = [torch.float32, torch.float64]
 KINDS = ["standard", "diagonal", "dense"]
@@ -48,7 +48,7 @@ def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n,
               chain_offset=0):
     """The run op sampling on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+    run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
             step_size, inv_mass, jitter, num_steps, seed, chain_offset, first, n, samples=samples,
             **dict(zip(STATISTICS, buffers)))
     return buffers
@@ -131,7 +131,7 @@ def test_dense_limit_in_the_op():
     d = MAX_DENSE_DIM + 1
     q = torch.zeros(1, d)
     with pytest.raises(ValueError, match=f"supports dim <= {MAX_DENSE_DIM}"):
-        ops.run(q, "dense", [torch.zeros(d), torch.eye(d)], [], torch.ones(1, dtype=torch.float64),
+        run_op(q, "dense", [torch.zeros(d), torch.eye(d)], [], torch.ones(1, dtype=torch.float64),
                 torch.ones(1, d), 0.0, 1, 0, 0, 0, 1, **dict(zip(STATISTICS, stat_buffers(1, d))))
 
 
@@ -257,7 +257,7 @@ def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
         run_tuned(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
         runs[jitter] = q
     plain = q0.clone()
-    ops.run(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
+    run_op(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
             0.0, 3, 9, 0, 0, 6, **dict(zip(STATISTICS, stat_buffers(16, 5))))
     assert torch.equal(runs[0.0], plain)
     assert not torch.equal(runs[0.3], plain)
@@ -270,7 +270,7 @@ def test_op_checks_tuned_arguments():
 
     def call(target="diagonal", tensors=None, step=one, inv_mass=torch.ones(1, 4), jitter=0.0):
         tensors = [mu, torch.ones(4)] if tensors is None else tensors
-        ops.run(q, target, tensors, [], step, inv_mass, jitter, 2, 0, 0, 0, 1,
+        run_op(q, target, tensors, [], step, inv_mass, jitter, 2, 0, 0, 0, 1,
                 **dict(zip(STATISTICS, stat_buffers(3, 4))))
 
     call()
