@@ -91,7 +91,13 @@ FHMC_HD bool is_finite_value(double v) { return v - v == 0.0; }
 FHMC_HD void chees_update(ChEESState& s, double weighted_gradient_sum, double weight_sum,
                           double next_step_size, int cap) {
   const double g = div_rn(weighted_gradient_sum, add_rn(weight_sum, kChEESWeightFloor));
-  const double log_length = portable_log(s.trajectory_length);
+  // Adam ascends from the moving average, not from the clipped T: the clip bounds the T a
+  // transition runs with, and its lower bound is the next step size, which spikes to about 10x
+  // for the transition after each dual averaging restart (mu = log(10 eps) at a slow window's
+  // end). Ascending from the clipped T moved log T a weight k^-1/2 of the way to that spike at
+  // every window's end, and pushed the warm-up past the criterion's first minimum.
+  const double log_length =
+      s.updates > 0.0 ? s.log_length_average : portable_log(s.trajectory_length);
   double next_log = log_length;
   if (is_finite_value(g)) {
     s.updates = add_rn(s.updates, 1.0);
