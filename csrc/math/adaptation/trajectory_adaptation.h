@@ -21,9 +21,10 @@
 // maximum (T 4.2 against 1.4); the form above lands at the first there, but at the second on
 // scales 0.01 .. 100. Which to prefer is open.)
 // then one Adam step of ascent on log T (learning rate 0.025, beta 0.9 / 0.999, eps 1e-8) from
-// log T, the step clipped to +-0.35, a moving average of log T with weight k^-0.5 after the k-th
-// update, and T = exp(average) clipped to [eps', cap eps'] (eps': the next transition's step
-// size). Sums over chains follow chunk_sum.h's pairwise order over the chain index, sums over
+// the moving average of log T (log T0 before the first update), the step clipped to +-0.35, a
+// moving average of log T with weight k^-0.5 after the k-th update, and T = exp(average) clipped
+// to [eps', cap eps'] (eps': the next transition's step size). The clip bounds the transitions'
+// T only: the average, not the clipped T, is where the next step starts. Sums over chains follow chunk_sum.h's pairwise order over the chain index, sums over
 // coordinates run in coordinate order, and every operation is correctly rounded (exp / log from
 // portable_math.h), so the CPU and CUDA builds adapt alike bit for bit.
 #pragma once
