@@ -19,13 +19,15 @@ E[max_c L_c]), C = 32 / G chains of a warp, for the step counts a per-chain warm
    preconditioned target is near N(0, I)) gives each chain its own step size eps_b;
 2. each transition's L of each chain is drawn by the formula above from numpy uniforms w and u
    (the kernel's are philox's, uniform all the same) with that chain's eps_b, for --warps warps of
-   C consecutive chains over --transitions transitions. The spread of the final step sizes is the
-   smallest the warm-up has (its iterates scatter more before the terminal window), so the run
-   also scales the spread of log eps_b around its median by --spread-factors to show the trend.
+   C consecutive chains over --transitions transitions, with T set so that the chain of median
+   step size takes --mean-steps steps on average (T = 2 m eps_median: w's mean is 1/2). The
+   spread of the final step sizes is the smallest the warm-up has (its iterates scatter more
+   before the terminal window), so the run also scales the spread of log eps_b around its median
+   by --spread-factors to show the trend.
 
 The chains are shuffled into warps at random (the chains' step sizes do not depend on their
-index). Writes --out (JSON): the settings, the step sizes' spread, and per (spread factor, lanes)
-the useful fraction, the mean L and the mean warp max.
+index). Writes --out (JSON): the settings, the step sizes' spread, and per (mean steps, spread
+factor, lanes) the useful fraction, the mean L and the mean warp max.
 
     python benchmarks/lanes_trajectory_wait.py --out benchmarks/results/lanes/trajectory_wait.json
 """
@@ -84,11 +86,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chains", type=int, default=1024, help="warm-up chains")
     parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--trajectory-length", type=float, default=1.5)
+    parser.add_argument("--trajectory-length", type=float, default=1.5,
+                        help="the warm-up's T (its step sizes)")
     parser.add_argument("--jitter", type=float, default=0.2)
     parser.add_argument("--cap", type=int, default=1000, help="max_leapfrog_steps")
     parser.add_argument("--warps", type=int, default=4096, help="simulated warps")
     parser.add_argument("--transitions", type=int, default=200)
+    parser.add_argument("--mean-steps", default="4,8,32",
+                        help="the median chain's mean leapfrog steps (sets T)")
     parser.add_argument("--spread-factors", default="0,1,2,4")
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--out", type=Path, default=None)
@@ -101,17 +106,19 @@ def main() -> None:
     centre, spread = float(np.median(log_eps)), float(log_eps.std())
     rng = np.random.default_rng(args.seed)
     rows = []
-    for factor in (float(f) for f in args.spread_factors.split(",")):
-        # Chains for --warps full warps of one-lane chains, step sizes resampled from the warm-up's
-        # with their log spread scaled by `factor`.
-        drawn = rng.choice(log_eps, WARP * args.warps)
-        chain_eps = np.exp(centre + factor * (drawn - centre))
-        steps = step_counts(chain_eps, args.transitions, args.trajectory_length, args.jitter,
-                            args.cap, rng)
-        for lanes in WARP_LANES:
-            row = {"spread_factor": factor, **useful_fraction(steps, lanes)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for mean_steps in (int(m) for m in args.mean_steps.split(",")):
+        length = 2.0 * mean_steps * math.exp(centre)
+        for factor in (float(f) for f in args.spread_factors.split(",")):
+            # Chains for --warps full warps of one-lane chains, step sizes resampled from the
+            # warm-up's with their log spread scaled by `factor`.
+            drawn = rng.choice(log_eps, WARP * args.warps)
+            chain_eps = np.exp(centre + factor * (drawn - centre))
+            steps = step_counts(chain_eps, args.transitions, length, args.jitter, args.cap, rng)
+            for lanes in WARP_LANES:
+                row = {"mean_steps_target": mean_steps, "trajectory_length": length,
+                       "spread_factor": factor, **useful_fraction(steps, lanes)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     record = {
         "what": "useful fraction of lane-steps when the chains of a warp run different leapfrog "
                 "step counts (benchmarks/lanes_trajectory_wait.py's docstring); lanes 32 and block "
@@ -122,8 +129,7 @@ def main() -> None:
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
         "warmup_step_sizes": {"median": math.exp(centre), "log_sd": spread,
                               "q05": float(np.quantile(eps, 0.05)),
-                              "q95": float(np.quantile(eps, 0.95)),
-                              "mean_steps_at_median": args.trajectory_length / math.exp(centre) / 2},
+                              "q95": float(np.quantile(eps, 0.95))},
         "rows": rows, "seconds": time.perf_counter() - started}
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
