@@ -12,7 +12,7 @@ predictors and an intercept, in two forms:
 Each lanes is its own module (minutes of nvcc each), so on the GPU machine build them first:
 
     python -m tests.unit._block_lanes_targets --jobs 8           # every module the cuda tests use
-    python -m tests.unit._block_lanes_targets --device cpu --jobs 2
+    python -m tests.unit._block_lanes_targets --device cpu --jobs 2     # the CPU tests' ones
 """
 from __future__ import annotations
 
@@ -116,14 +116,17 @@ def generated_target(lanes):
     return TorchModel(_torch_fn, {"beta": (K,), "alpha": ()}, data=data(), lanes=lanes)
 
 
-def modules(device: str) -> list[tuple[str, int]]:
-    """(form, lanes) of every module the tests build on `device` (float64)."""
+def modules(device: str) -> list[tuple[str, str, int]]:
+    """(device, form, lanes) of every float64 module the tests take with `device`: on "cuda",
+    every lanes of both forms and the CPU module the CUDA draws are compared with."""
+    cpu = [("cpu", "rows", 1)]
     if device == "cpu":
-        return [("rows", 1), ("generated", 1)]
-    return [("rows", g) for g in EVERY_LANES] + [("generated", g) for g in GENERATED_LANES]
+        return cpu
+    return ([("cuda", "rows", g) for g in EVERY_LANES]
+            + [("cuda", "generated", g) for g in GENERATED_LANES] + cpu)
 
 
-def build(form: str, lanes: int, device: str) -> float:
+def build(device: str, form: str, lanes: int) -> float:
     """Builds (or finds built) one module; returns its seconds."""
     start = time.perf_counter()
     target = (rows_target if form == "rows" else generated_target)(lanes)
@@ -135,20 +138,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Build test_block_lanes.py's modules ahead.")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--jobs", type=int, default=4, help="modules built at once (processes)")
-    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child: FORM:LANES
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # DEVICE:FORM:LANES
     args = parser.parse_args()
     if args.one is not None:
-        form, lanes = args.one.split(":")
-        print(f"{args.one}: {build(form, int(lanes), args.device):.0f} s", flush=True)
+        device, form, lanes = args.one.split(":")
+        print(f"{args.one}: {build(device, form, int(lanes)):.0f} s", flush=True)
         return 0
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
 
     def child(module) -> int:
-        form, lanes = module
         return subprocess.run([sys.executable, "-m", "tests.unit._block_lanes_targets",
-                               "--device", args.device, "--one", f"{form}:{lanes}"],
-                              check=False).returncode
+                               "--one", ":".join(map(str, module))], check=False).returncode
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         codes = list(pool.map(child, modules(args.device)))

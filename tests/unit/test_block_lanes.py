@@ -247,12 +247,13 @@ def test_generated_draws_are_bit_identical_for_warp_and_block_lanes():
 @pytest.mark.cuda
 @pytest.mark.slow
 def test_block_lanes_agree_with_the_cpu():
-    """Lanes 256 on CUDA against the CPU build: the same draws to rounding (nvcc contracts the
-    user's arithmetic into FMAs where g++ does not; a lane reading the wrong rows, or a warp's
-    sum lost in shared memory, would differ by O(sd)), the same acceptances."""
+    """lanes="auto" (256 on CUDA, one thread on the CPU): the same draws to rounding (nvcc
+    contracts the user's arithmetic into FMAs where g++ does not; a lane reading the wrong rows,
+    or a warp's sum lost in shared memory, would differ by O(sd)), the same acceptances."""
     q0, eps = _start(33)
-    cuda = _run(targets.rows_target(256), q0, eps)
-    cpu = _run(targets.rows_target(256), q0.cpu(), eps)
+    cuda = _run(targets.rows_target("auto"), q0, eps)
+    cpu = _run(targets.rows_target("auto"), q0.cpu(), eps)
+    assert (cuda.lanes, cpu.lanes) == (256, 1)
     torch.testing.assert_close(cuda.samples.cpu(), cpu.samples, rtol=1e-9, atol=1e-11)
     assert torch.equal(cuda.accept_count.cpu(), cpu.accept_count)
 
