@@ -4,9 +4,9 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 ``/fused_hmc_user_<cpu|cuda>_<hash>``):
 
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
-  may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` for a rows-form
-  source, ``FHMC_USER_HAS_GRADIENT`` with gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build,
-  ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` and
+  ``FHMC_USER_ROW_PARTIALS`` for a rows-form source, ``FHMC_USER_HAS_GRADIENT`` with
+  gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
   float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
@@ -79,6 +79,7 @@ class BuildSpec:
     user_gradient: bool
     lanes: int = 1  # the CUDA threads a chain takes (csrc/math/targets/lane_rows.h); 1 unless rows
     rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
+    partials: int = 32  # with rows: P, the strided partials (fused_hmc/lanes.py's row_partials)
 
 
 class EntryPoint(NamedTuple):
@@ -130,6 +131,7 @@ def model_header(spec: BuildSpec) -> str:
             f"#define FHMC_USER_LANES {spec.lanes}"]
     if spec.rows:
         head.append("#define FHMC_USER_ROWS 1")
+        head.append(f"#define FHMC_USER_ROW_PARTIALS {spec.partials}")
     if spec.user_gradient:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.device_kind == "cuda":

@@ -52,6 +52,13 @@ inline ChainBlock chain_block(int group, int64_t batch, int sm_count) {
   return block;
 }
 
+// The shared memory (in scalars) of a kPosition chain on block lanes (lane_group.cuh's
+// block_share_forces, lanes > kWarp): its [dim] position, then each warp's log p and [dim]
+// gradient. 0 for lanes of one warp (shuffles only).
+constexpr int64_t block_lanes_shared_scalars(int64_t dim, int lanes) {
+  return lanes <= kWarp ? 0 : dim + (lanes / kWarp) * (dim + 1);
+}
+
 // A chain's group: GROUP threads, each holding CHUNKS chunks.
 struct GroupShape {
   int group;
