@@ -26,8 +26,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import ops
-
 from ._helpers import cuda_cpu_tolerance, run_op
 from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop
 

@@ -16,14 +16,11 @@ import math
 import pytest
 import torch
 
-from fused_hmc import ops
 from fused_hmc.sampling.warmup import WarmupSettings
-
-from ._windows_reference import warmup_windows
 from fused_hmc.targets import DiagonalGaussian
 
 from ._helpers import run_op
-
+from ._windows_reference import warmup_windows
 from .test_targets import make_target, run_tuned
 
 STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
