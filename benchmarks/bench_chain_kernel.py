@@ -2,7 +2,7 @@
 
 Run with ``--tree DIR``, the checkout whose ``fused_hmc`` to time (this one, or an export of the
 commit before the change, whose ops were run_chains / run_chains_tuned / hmc_step), and ``--api
-old|new``; each tree runs in its own process (``benchmarks/chain_kernel_ab.sh`` runs both and
+old|run|new`` (run: a tree whose chain op was ``run``, before issue 31's sample / warmup); each tree runs in its own process (``benchmarks/chain_kernel_ab.sh`` runs both and
 joins the tables). Workloads are issue 13's table: median of 5 repeats of CUDA-event-timed
 back-to-back calls (benchmarks/timing.py).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tree", required=True)
-    parser.add_argument("--api", choices=("old", "new"), required=True)
+    parser.add_argument("--api", choices=("old", "run", "new"), required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.tree).resolve()))
@@ -26,7 +26,8 @@ def main() -> None:
 
     import fused_hmc
     from fused_hmc import ops
-    from fused_hmc.sampling import chain_statistics
+    if args.api == "new":
+        from fused_hmc.sampling import chain_statistics
     from timing import time_adaptive
 
     assert Path(fused_hmc.__file__).resolve().is_relative_to(Path(args.tree).resolve())
@@ -43,13 +44,18 @@ def main() -> None:
 
     def persistent(B, d, T, dtype=torch.float32, thin=1, L=10, eps=0.1):
         q, mu, mean, m2, count, prob = buffers(B, d, dtype)
-        statistics = chain_statistics.as_list(chain_statistics.zeros(B, dev))
+        statistics = (chain_statistics.as_list(chain_statistics.zeros(B, dev))
+                      if args.api == "new" else None)
         step = torch.full((1,), eps, dtype=torch.float64, device=dev)
         inv_mass = torch.ones(1, d, dtype=dtype, device=dev)
         empty = q.new_empty(0)
         if args.api == "old":
             def call():
                 ops.run_chains(q, mu, eps, L, 7, 0, 0, T, thin, empty, mean, m2, count, prob, 0)
+        elif args.api == "run":
+            def call():
+                ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, L, 7, 0, 0, T, thin=thin,
+                        mean=mean, m2=m2, accept_count=count, accept_prob_sum=prob)
         else:
             def call():
                 ops.sample(q=q, target="standard", target_tensors=[mu], target_scalars=[],

@@ -2,8 +2,8 @@
 # Issue 13's A/B on one GPU: the chain kernels of OLD (an export of the commit before the change,
 # e.g. `git archive a9f68c8 csrc fused_hmc | tar -x -C device_old`) and of this checkout, built in
 # parallel, then timed one after the other by bench_chain_kernel.py. Usage:
-#   OUT=dir [OLD_API=new] bash benchmarks/chain_kernel_ab.sh device_old   (OLD_API=new: a tree after
-#   issue 13, whose ops are transition / run)
+#   OUT=dir [OLD_API=run|new] bash benchmarks/chain_kernel_ab.sh device_old   (OLD_API=run: a tree
+#   after issue 13 whose chain op is run; new: one with the sample / warmup ops)
 set -uo pipefail
 old=${1:?the old tree}; OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8 PYTHONUNBUFFERED=1
