@@ -21,8 +21,8 @@ from timing import environment, save, time_per_call  # noqa: E402
 
 import fused_hmc  # noqa: E402
 from fused_hmc import ops  # noqa: E402
-from fused_hmc.sampling import chain_statistics  # noqa: E402
 from fused_hmc.reference import ReferenceModel  # noqa: E402
+from fused_hmc.sampling import chain_statistics  # noqa: E402
 
 L, EPS = 10, 0.1
 

@@ -11,7 +11,7 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
   ``PYBIND11_MODULE`` calling their register functions. The data reach the model one way: as
-  ``TargetTensors`` views unpacked by the generated ``data_from_views`` (the run op's, and the
+  ``TargetTensors`` views unpacked by the generated ``data_from_views`` (the chain ops', and the
   evaluation module's through ``user/data_tensors.h``'s ``make_data``).
 - ``fused_hmc_user_kernels.cu`` (CUDA builds): the model header and each of :data:`CUDA_PARTS`.
 
@@ -152,7 +152,7 @@ def model_header(spec: BuildSpec) -> str:
 
 
 def _data_from_views(fields) -> list[str]:
-    """Data from the run op's target_tensors (the data tensors in the fields' order) and
+    """Data from the chain ops' target_tensors (the data tensors in the fields' order) and
     target_scalars (the floats, then the ints, as doubles): what ChainTarget::make calls."""
     tensors = [f for f in fields if f.is_tensor]
     floats = [f for f in fields if f.kind == "float"]
@@ -164,7 +164,7 @@ def _data_from_views(fields) -> list[str]:
              "constexpr DataTensorSpec kDataTensorSpecs[kDataTensors > 0 ? kDataTensors : 1] = {"
              + ", ".join(f'{{"{f.name}", {f.ndim}, {str(f.kind != "tensor").lower()}}}'
                          for f in tensors) + "};",
-             "// The data as the run op passes it (fused_hmc/cpp_target.py, CppTarget.op_tensors and",
+             "// The data as the chain ops pass it (fused_hmc/cpp_target.py, CppTarget.op_tensors and",
              "// op_scalars): tensors in order, then scalars, floats first; the evaluation module",
              "// builds the same views (user/data_tensors.h).",
              "inline Data data_from_views(const fused_hmc::TargetTensors& v) {",

@@ -250,10 +250,10 @@ class CppTarget:
                                                          torch.device(device))
         return self._arguments[key]
 
-    # -- what the sampler's run op takes (fused_hmc/sampling/kernel.py) --------------------------
+    # -- what the sampler's chain ops take (fused_hmc/sampling/kernel.py) --------------------------
 
     def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
-        """The run op's name for this model's chain kernels in `dtype` on `device` for `chains`
+        """The chain ops' name for this model's chain kernels in `dtype` on `device` for `chains`
         chains (their lanes: :meth:`lanes_for`): compiles the module on first use and registers
         its kernels with the main library."""
         module = self.module(dtype, device, self.lanes_for(chains, device))
@@ -274,11 +274,11 @@ class CppTarget:
         return name
 
     def op_tensors(self, dtype: torch.dtype, device) -> list[torch.Tensor]:
-        """The run op's target_tensors: the data tensors, in the generated order."""
+        """The chain ops' target_tensors: the data tensors, in the generated order."""
         return list(self.data_arguments(dtype, device)[0])
 
     def op_scalars(self) -> list[float]:
-        """The run op's target_scalars: the float data, then the int data (exact as doubles up to
+        """The chain ops' target_scalars: the float data, then the int data (exact as doubles up to
         2^53, which the constructor checks)."""
         kinds = [f for kind in ("float", "int") for f in self._fields if f.kind == kind]
         return [float(self.data[f.name]) for f in kinds]

@@ -253,7 +253,7 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
       }
       return chain_kernels::launch_over_chains(kernel, target, p, stream, dense);
     };
-    // The run op hands a recording call an inverse mass (ones for the unit mass).
+    // The sample op hands a recording call an inverse mass (ones for the unit mass).
     if (p.recording.rows != nullptr) {
       status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, false, true>, target, p, stream);

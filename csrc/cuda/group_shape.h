@@ -15,7 +15,7 @@ constexpr int kWarp = 32;
 constexpr int kThreadsPerSmallGroupBlock = 256;
 constexpr int kMaxGroup = 256;
 constexpr int kMaxChunksPerThread = 4;
-// Each thread keeps its chunks of state (and in the run op its Welford moments) in registers; above
+// Each thread keeps its chunks of state (and in the sample op its Welford moments) in registers; above
 // 256 threads per chain a block could not hold them without spilling.
 static_assert(kMaxCudaDim == int64_t{4} * kMaxGroup * kMaxChunksPerThread, "math/limits.h");
 

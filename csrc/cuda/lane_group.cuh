@@ -161,7 +161,7 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
 // thread's coordinates: the inverse mass, kept in registers for a whole call, and (for one-chunk
 // shapes, where registers are plentiful) its momentum scale, recomputed only when the mass changes,
 // and a coordinate target's coefficient, so the leapfrog touches no memory. Shapes of several
-// chunks compute them when needed instead. UNIT: the inverse mass is the identity (the run op's
+// chunks compute them when needed instead. UNIT: the inverse mass is the identity (the chain ops'
 // empty inv_mass; the transition op): nothing is loaded, and inverse() is UnitMass, whose products
 // the compiler drops.
 template <class Target, int CHUNKS, bool UNIT = false>

@@ -95,8 +95,8 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
       "int chain_offset, int first_transition, int num_transitions, Tensor(d!)[] statistics, "
       "Tensor(e!) dual_averaging, Tensor(f!) window_mean, Tensor(g!) window_m2, "
-      "int warmup_start, int num_warmup, int[] windows, float target_accept, "
-      "bool adapt_step_size, bool adapt_mass_matrix, float trajectory_length=0.0, "
+      "int num_warmup, int warmup_start=0, int[] windows=[], float target_accept=0.8, "
+      "bool adapt_step_size=False, bool adapt_mass_matrix=False, float trajectory_length=0.0, "
       "Tensor(h!)? chees=None) -> ()");
 
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain

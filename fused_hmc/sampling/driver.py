@@ -1,6 +1,6 @@
 """The long-chain driver: ``Sampler`` and ``sample`` run many chains for many transitions.
 
-The kernel (``fused_hmc::run`` through ``kernel.ChainKernel``: K transitions of every chain per call,
+The kernel (``fused_hmc::sample`` / ``fused_hmc::warmup`` through ``kernel.ChainKernel``: K transitions of every chain per call,
 state, Welford moments, acceptance counters and the warm-up's adaptation state updated in place on
 the device, for every target) is separate from this driver, which only chooses chunks, keeps the books, shows progress and handles Ctrl-C (as
 NumPyro keeps ``MCMCKernel`` apart from ``MCMC``).

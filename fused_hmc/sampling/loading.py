@@ -48,6 +48,11 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     fields.update({name: attrs.get(name) for name in saving.NEWER_SCALARS})
     fields.update({name: saving.read_statistics(group, name, where)
                    for name in RESULT_FIELDS})
+    chains = fields["final_state"].shape[0]
+    for name in RESULT_FIELDS:
+        for statistic, t in (fields[name] or {}).items():
+            if tuple(t.shape) != (chains,):
+                _incomplete(path, f"{name}/{statistic} has shape {tuple(t.shape)}")
     kind = attrs["samples"]
     if samples and kind == "none":
         raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")

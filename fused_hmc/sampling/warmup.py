@@ -1,4 +1,4 @@
-"""Warm-up settings and Stan's adaptation windows (the schedule the run op's warm-up follows).
+"""Warm-up settings and Stan's adaptation windows (the schedule the chain ops' warm-up follows).
 
 Warm-up adapts two things while the chains move towards the target; its draws are discarded.
 

@@ -279,8 +279,8 @@ RUN_CASES = [
     ("sampling-with-window-mean", "sampling", lambda a: dict(window_mean=a["mean"].clone()),
      TypeError, r"fused_hmc::sample has no argument 'window_mean'"),
     ("statistics-short", "sampling", lambda a: dict(statistics=a["statistics"][:-1]), ValueError,
-     r"\bstatistics must hold 4 tensors of shape \[6\], the chain statistics accept_count, "
-     r"accept_prob_sum, gradient_evaluations, divergences in that order; got 3"),
+     (r"\bstatistics must hold 4 tensors of shape \[6\], the chain statistics accept_count, "
+      r"accept_prob_sum, gradient_evaluations, divergences in that order; got 3")),
     ("statistics-empty", "warmup", lambda a: dict(statistics=[]), ValueError,
      r"\bstatistics must hold 4 tensors"),
     ("statistics-dtype", "sampling", lambda a: dict(
@@ -418,3 +418,14 @@ def test_run_target_tensor_device_mismatch_names_it(which):
     args["target_tensors"] = [mu.cpu(), precision] if which == "mu" else [mu, precision.cpu()]
     with pytest.raises(ValueError, match=rf"\b{which} must be on q's device"):
         _call("sampling", args)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["sampling", "warmup"])
+def test_statistics_on_another_device_are_named(mode):
+    args = _run_arguments("cuda", mode)
+    args["statistics"] = _statistic(args, 2, args["statistics"][2].cpu())
+    with pytest.raises(ValueError, match=r"\bstatistics\[2\] \(gradient_evaluations\) must be on "
+                                         r"q's device"):
+        _call(mode, args)
+

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import CppTarget, _build, ops
+from fused_hmc import CppTarget, _build
 
 from . import test_cpp_target as one_thread
 from . import test_lane_rows as lanes

@@ -1,10 +1,10 @@
-"""The run op's jittered trajectories and one ChEES update against an independent numpy oracle
+"""The chain ops' jittered trajectories and one ChEES update against an independent numpy oracle
 (csrc/math/adaptation/trajectory_adaptation.h states the rules): the trajectory jitter w is word z
 of each transition's last philox block (fused_hmc.philox_numpy recomputes it), a transition runs
 min(cap, max(1, ceil(w T / eps))) leapfrog steps, and the ChEES update is formed from every
 chain's start, proposal, end momentum, acceptance probability and w.
 
-The oracle takes the momentum from the transition op's trace (the run op with the standard
+The oracle takes the momentum from the transition op's trace (the sample op with the standard
 target, unit mass and no jitter draws the same, schema.cpp) and integrates in numpy float64, so it
 agrees with the C++ to rounding (1e-12 relative), not bit for bit."""
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
     velocity, acceptance probability and jitter (the oracle's, to rounding; the start and the
     jitter exactly) and leaves chees as it was; the cross-process path's sums of that record
     (fused_hmc.sampling.pooled_ranks over one rank) through pooled_update then give the ChEES
-    state and step size the run op's pooled warm-up forms itself, to rounding (other sum orders)."""
+    state and step size the chain ops' pooled warm-up forms itself, to rounding (other sum orders)."""
     from fused_hmc.sampling.pooled_ranks import ChEESRecord
 
     eps, cap = 0.7, 50

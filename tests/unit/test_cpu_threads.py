@@ -79,7 +79,7 @@ def test_chain_blocks_run_every_chain_once(batch, block, threads):
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["per_chain", "pooled"])
-def test_gaussian_run_op_is_bitwise_the_same_on_1_2_3_threads(pooled):
+def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled):
     g = torch.Generator().manual_seed(33)
     q0 = 3.0 * torch.randn(97, 6, generator=g, dtype=torch.float32)
     mu = torch.linspace(-1.0, 1.0, 6)

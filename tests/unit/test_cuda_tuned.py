@@ -1,6 +1,6 @@
-"""The run op's CUDA kernels against the CPU build and against the transition op.
+"""The chain ops' CUDA kernels against the CPU build and against the transition op.
 
-The run op's sampling and warm-up kernels share every operation with the CPU build (csrc/math/), sum
+The chain ops' sampling and warm-up kernels share every operation with the CPU build (csrc/math/), sum
 in the same pairwise orders and take exp / log from portable_math.h. Their one difference is the
 momentum: the philox stream's Box-Muller uses CUDA's sincos intrinsics on the device (as curand
 does, which torch-stream parity needs) and libm on the host, so the normals differ in the last bits
@@ -12,7 +12,7 @@ transition's acceptance statistic moves log eps by up to 1.8 / (1 + n / 10)^(1/2
 falls steeply with eps near the stability limit), so it amplifies even float64 rounding differences
 to different paths within ~100 transitions; whole warm-ups are therefore compared with the mass
 adaptation alone, and step-size adaptation over its first few transitions. Exact checks on the
-device: the run op with the standard target, unit mass and no jitter is the transition op's philox
+device: the sample op with the standard target, unit mass and no jitter is the transition op's philox
 transitions bit for bit, per chain (G = B) or shared (G = 1) alike (a different group shape for d >
 128, the same canonical sums); repeated pooled runs are bitwise reproducible (CUDA graph capture of
 these seeded ops is refused: test_cuda_graph_capture.py). The per-coordinate semantics are checked
@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from fused_hmc import ops
 
 from ._helpers import cuda_cpu_tolerance, run_op
 from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop

@@ -221,7 +221,7 @@ def test_restarts_draw_the_same_donors_across_ranks(ranks):
                                                  ("fails_in_pooled_warmup", "injected failure"),
                                                  ("fails_in_first_phase", "injected failure")])
 def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
-    """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its run op in the middle
+    """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its chain ops in the middle
     of a pooled warm-up, or in its per-chain first phase): it raises its error, every other rank
     RuntimeError, at once (the process group's timeout is 30 s)."""
     for k, r in enumerate(ranks):

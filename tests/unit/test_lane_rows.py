@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import CppTarget, ops
+from fused_hmc import CppTarget
 
 from ._helpers import run_op
 

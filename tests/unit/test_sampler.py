@@ -1,4 +1,4 @@
-"""The long-chain sampler (the run op and the driver): contract, exactness, invariances."""
+"""The long-chain sampler (the chain ops and the driver): contract, exactness, invariances."""
 from __future__ import annotations
 
 import math

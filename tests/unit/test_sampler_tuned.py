@@ -52,7 +52,7 @@ def test_default_path_is_the_seed_sampler():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
-    """The run op with an identity-scale target, unit inverse mass and no jitter gives the
+    """The chain ops with an identity-scale target, unit inverse mass and no jitter gives the
     seed sampler's result bit for bit (draws, Welford moments, acceptance)."""
     q0 = _q0(dtype=dtype)
     mu = torch.linspace(-1, 1, 5, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""Warm-up adaptation (fused_hmc::run given dual_averaging) against a pure-Python Stan.
+"""Warm-up adaptation (the fused_hmc::warmup op) against a pure-Python Stan.
 
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
@@ -6,7 +6,7 @@ one pass by torch), with one departure from Stan: a per-chain step size's dual a
 terminal fast interval uses gamma = 0.25 (csrc/math/adaptation/warmup_update.h says why; issue 32).
 It shares no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
-the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
+the chain ops sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
 """
 from __future__ import annotations
@@ -16,14 +16,11 @@ import math
 import pytest
 import torch
 
-from fused_hmc import ops
 from fused_hmc.sampling.warmup import WarmupSettings
-
-from ._windows_reference import warmup_windows
 from fused_hmc.targets import DiagonalGaussian
 
 from ._helpers import run_op
-
+from ._windows_reference import warmup_windows
 from .test_targets import make_target, run_tuned
 
 STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]

@@ -29,7 +29,7 @@
 //                    dimension it was compiled for (0: any);
 //   kTensorNames     the op's target_tensors by position (for messages), each [dim] or [dim, dim]
 //                    as kTensorRanks says, in the chains' dtype, contiguous, on q's device
-//                    (checked once on the host, ops/run_request.cpp); a target with
+//                    (checked once on the host, ops/chain_request.cpp); a target with
 //                    kTensorCount = -1 takes any tensors and checks them itself;
 //   make(TargetTensors, dim)  the target from the op's tensors (host side, torch-free).
 #pragma once
