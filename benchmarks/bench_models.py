@@ -86,8 +86,9 @@ def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5,
     tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
     f64 = dict(dtype=torch.float64, device=q.device)
     step = torch.full((1,), step_size, **f64)
+    counts = chain_statistics.zeros(chains, q.device)
     stats = dict(mean=torch.zeros(q.shape, **f64), m2=torch.zeros(q.shape, **f64),
-                 statistics=chain_statistics.as_list(chain_statistics.zeros(chains, q.device)))
+                 statistics=chain_statistics.as_list(counts))
     empty = q.new_empty(0)
     calls = [0]
 
@@ -98,7 +99,7 @@ def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5,
         calls[0] += 1
 
     seconds, _ = time_adaptive(call, q.device.type, target_s=0.2, repeats=3)
-    accept = float(stats["accept_prob_sum"].sum()) / (chains * transitions * calls[0])
+    accept = float(counts["accept_prob_sum"].sum()) / (chains * transitions * calls[0])
     return {"chains": chains, "seconds_per_call": seconds,
             "transitions_per_second": chains * transitions / seconds,
             "gradients_per_second": chains * (transitions * 8 + 1) / seconds,
