@@ -263,15 +263,20 @@ def test_block_lanes_agree_with_the_cpu():
 @pytest.mark.parametrize("pooled", [False, True])
 def test_block_lanes_warm_up(pooled):
     """A warm-up (per chain, and pooled: the cooperative kernel, whose shared memory holds the
-    inverse mass before the block's exchange) on 256 lanes against 32: both adapt to about the
-    target acceptance, with step sizes within 20% of each other (the acceptance probabilities
-    may differ in the last bits between lanes: test_diamonds_lanes.py's xfail)."""
+    inverse mass before the block's exchange) on 256 lanes against 32: the two adapt alike, with
+    mean step sizes within 20% of each other and mean acceptances within 0.05 (the acceptance
+    probabilities may differ in the last bits between lanes, test_diamonds_lanes.py's xfail, so the
+    runs part chaotically; on the CPU build three seeds' mean step sizes span 6% and their
+    acceptances 0.001). Not the target acceptance: a 60-iteration per-chain warm-up ends with a
+    6-iteration window whose averaged step size accepts 0.997 on the CPU too (issue 32)."""
     q0, eps = _start(132)
     results = {g: _run(targets.rows_target(g), q0, eps, num_warmup=60, pooled=pooled)
                for g in (32, 256)}
     for res in results.values():
         assert torch.isfinite(res.samples).all() and torch.isfinite(res.step_size).all()
-        assert 0.5 < float(res.mean_accept_prob.mean()) < 0.99
+        assert float(res.mean_accept_prob.mean()) > 0.5
+    accept = [float(res.mean_accept_prob.mean()) for res in results.values()]
+    assert abs(accept[0] - accept[1]) < 0.05, accept
     ratio = results[256].step_size.double().mean() / results[32].step_size.double().mean()
     assert 0.8 < float(ratio) < 1.25
 
