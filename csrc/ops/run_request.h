@@ -35,6 +35,8 @@ struct RunRequest {
   std::optional<at::Tensor> trajectory_record;  // sampling only: [B, 3 d + 2] float64
 
   bool warmup() const { return dual_averaging.has_value(); }
+  // inv_mass [G, d, d]: the Cholesky factors of a dense inverse mass (math/hmc/dense_mass.h).
+  bool dense_mass() const { return inv_mass.dim() == 3; }
 };
 
 // Raises ValueError / TypeError naming the argument. Values that would need a device sync to

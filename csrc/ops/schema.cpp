@@ -29,7 +29,11 @@ TORCH_LIBRARY(fused_hmc, m) {
   // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
   // integer data int64) on q's device. step_size [G] float64 and inv_mass [G, d] (q's dtype, > 0),
   // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
-  // empty: the unit mass, compiled away. Transition t draws the momentum z
+  // empty: the unit mass, compiled away. A dense inverse mass (CPU only, d <= kMaxDenseMassDim) is
+  // inv_mass [G, d, d], each group's lower Cholesky factor L of M^-1 = L L^T (math/hmc/dense_mass.h:
+  // p = L^-T z, q += eps_t L L^T p, kinetic energy 0.5 p^T L L^T p); warm-up then keeps the
+  // window's co-moments in window_m2 [B, d, d] and sets L from the window's regularised covariance
+  // (kept when that is not finite and positive definite). Transition t draws the momentum z
   // (the first blocks), the Metropolis uniform u (word x of the transition's last block) and the
   // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/hmc/transition.h gives
   // the canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly

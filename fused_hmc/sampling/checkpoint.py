@@ -30,10 +30,11 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-# 4: a pooled warm-up's per-chain first phase and restarts (far_starts.py: the warm-up an older
+# 5: mass_matrix (a dense mass: inv_mass [G, d, d] its Cholesky factors, window_m2 [B, d, d],
+# the kept estimates); 4: a pooled warm-up's per-chain first phase and restarts (far_starts.py: the warm-up an older
 # checkpoint was in went otherwise); 3: out= relative to the checkpoint and the run id; 2: the
 # chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
-FORMAT = 4
+FORMAT = 5
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20
@@ -73,6 +74,13 @@ class Checkpointer:
                           "them to disk, where a checkpoint writes none of them", stacklevel=2)
 
 
+def _mass_dims(rank: int, dense: bool) -> tuple[str, ...]:
+    """The dims of an inverse_mass argument: [dim] or [chain, dim]; dense [dim, dim2] or
+    [chain, dim, dim2]."""
+    square = ("dim", "dim2") if dense else ("dim",)
+    return square if rank == len(square) else ("chain", *square)
+
+
 def _write(tmp: Path, state: dict) -> None:
     """state: Sampler._checkpoint_state()."""
     arguments = dict(state["arguments"])
@@ -80,8 +88,8 @@ def _write(tmp: Path, state: dict) -> None:
     for name in _TENSOR_ARGUMENTS:
         value = arguments.pop(name)
         if isinstance(value, torch.Tensor):
-            dims = ("chain",) if name == "step_size" else (("dim",) if value.dim() == 1
-                                                          else ("chain", "dim"))
+            dims = ("chain",) if name == "step_size" else _mass_dims(
+                value.dim(), arguments["mass_matrix"] == "dense")
             tensors[f"argument_{name}"] = (value, dims)
         else:
             arguments[name] = value  # a number, or None
