@@ -207,11 +207,12 @@ def check_inverse_mass(inverse_mass, chains: Chains,
         return None
     if mass_matrix == "dense":
         return check_dense_inverse_mass(inverse_mass, chains)
-    t = _positive_tensor("inverse_mass", inverse_mass, chains)
     count, dim = chains.count, chains.dim
-    if t.dim() == 3 or (t.shape == (dim, dim) and count != dim):
-        raise ValueError(f"inverse_mass of shape {list(t.shape)} is a dense matrix: pass "
+    shape = tuple(torch.as_tensor(inverse_mass).shape)
+    if len(shape) == 3 or (shape == (dim, dim) and count != dim):
+        raise ValueError(f"inverse_mass of shape {list(shape)} is a dense matrix: pass "
                          "mass_matrix='dense' too")
+    t = _positive_tensor("inverse_mass", inverse_mass, chains)
     if t.shape not in ((dim,), (count, dim)):
         raise ValueError(f"inverse_mass must have shape [{dim}] or [{count}, {dim}], got "
                          f"{list(t.shape)}")
