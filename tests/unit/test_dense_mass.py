@@ -227,7 +227,7 @@ def test_dense_sampling_is_hmc_under_the_reference_mass():
 
 # ---- estimation in warm-up ---------------------------------------------------------------------
 
-def _window_draws(target, q0, pooled: bool):
+def _window_draws(target, q0):
     """The draws of warm-up iterations 10 .. 39 (the one slow window of windows (10, 30, 60) in
     100 iterations), as sampling with the initial identity mass and the fixed step size makes
     them (warm-up adapts no step size here, so its transitions are these)."""
@@ -242,7 +242,7 @@ def test_warmup_estimates_stans_dense_e_from_the_window(pooled):
     cov = _spd(d, 19, condition=30.0)
     target = DenseGaussian(torch.zeros(d, dtype=torch.float64), torch.linalg.inv(cov))
     q0 = torch.randn(12, d, dtype=torch.float64, generator=torch.Generator().manual_seed(20))
-    draws = _window_draws(target, q0, pooled).numpy()
+    draws = _window_draws(target, q0).numpy()
     res = fused_hmc.sample(q0, 1, target=target, mass_matrix="dense", step_size=0.3,
                            num_leapfrog_steps=5, seed=9, progress=False, num_warmup=100,
                            adapt_step_size=False, adapt_windows=(10, 30, 60), pooled=pooled)

@@ -102,6 +102,14 @@ def _run(device, dtype):
             samples.append(((q.clone(), *head, 3, 1),
                             dict(chees=_chees_state(device), trajectory_record=record,
                                  **_statistics(device))))
+        if device == "cpu" and i < 3:  # a dense mass (CPU only): its factors [G, d, d]
+            factor = (torch.eye(D, dtype=dtype, device=device) * 0.9).expand(
+                groups, D, D).contiguous()
+            dense_head = (name, tensors, [], step, factor, 0.2, 4, 7, 0)
+            samples.append(((q.clone(), *dense_head, 3, 4),
+                            dict(thin=thin, kept_before=1, samples=kept, **_statistics(device))))
+            samples.append(((q.clone(), *dense_head, 0, 20),
+                            dict(warmup, window_m2=torch.zeros(B, D, D, device=device, **_F64))))
     return samples
 
 

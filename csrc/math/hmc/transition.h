@@ -195,6 +195,26 @@ struct TrajectoryRecord {
   double* velocity;
 };
 
+// The drift x += eps C p of a dense mass over the group's rows: the velocity row, then each
+// coordinate moved by it with the unit mass's rounding (FusedLeapfrog: one FMA).
+template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t>
+FHMC_HD void dense_drift(const Group& group, const Mass& mass, Row& x, const Row& p,
+                         scalar_t eps) {
+  const scalar_t* v = mass.velocity_row(p);
+  group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], v[i], UnitMass{}, eps); });
+}
+
+// The kinetic change's coefficient of coordinate i: the mass's M^-1_ii, or a dense mass's
+// (C (p1 + p0))_i from its kinetic row (dense_mass.h).
+template <class Mass, typename Index, typename scalar_t>
+FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const scalar_t* dense_row) {
+  if constexpr (kDenseMass<Mass>) {
+    return DenseKineticCoefficient<scalar_t>{dense_row[i]};
+  } else {
+    return mass.inverse(i);
+  }
+}
+
 // Transition of one chain from its state q (the group's row of it, updated when accepted). `carry`
 // (the group's Carry: the force f and potential at q, handed from one transition to the next for a
 // target that carries_force, as BlackJAX's HMCState keeps logdensity_grad) takes the force at q in
@@ -226,19 +246,9 @@ FHMC_HD TransitionDecision<scalar_t> transition(
     }
     w.p0[i] = mass.momentum(w.p0[i], i);
   });
+  // A dense mass forms the row's momentum L^-T z here, and each drift from its velocity row.
   constexpr bool kDense = kDenseMass<Mass>;
   if constexpr (kDense) mass.momentum_row(w.p0);
-  // x += eps M^-1 p: M^-1_ii p_i coordinate by coordinate, or a dense mass's velocity row C p.
-  const auto drift = [&] {
-    if constexpr (kDense) {
-      const scalar_t* v = mass.velocity_row(w.p);
-      group.each([&](auto i) { w.x[i] = Leapfrog::drift(w.x[i], v[i], UnitMass{}, steps.eps); });
-    } else {
-      group.each([&](auto i) {
-        w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
-      });
-    }
-  };
   constexpr bool kCarries = carries_force<Target>();
   bool carried = false;
   scalar_t u0;
@@ -255,11 +265,25 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p0[i], w.f0[i], steps.half_eps); });
   for (int step = 1; step < loop_steps; ++step) {
     const bool moving = !Group::template kMayHoldStill<Target> || step < leapfrog_steps;
-    if (moving) drift();
+    if (moving) {
+      if constexpr (kDense) {
+        dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+      } else {
+        group.each([&](auto i) {
+          w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+        });
+      }
+    }
     group.forces(target, mass, w.x, w.f);
     if (moving) group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.eps); });
   }
-  drift();
+  if constexpr (kDense) {
+    dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+  } else {
+    group.each([&](auto i) {
+      w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+    });
+  }
   const scalar_t u1 = group.forces(target, mass, w.x, w.f);
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
   if (record.x0 != nullptr && group.live()) {
@@ -281,13 +305,6 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   // (dense_mass.h's DenseKineticCoefficient), formed before p's flip below.
   const scalar_t* dense_kinetic = nullptr;
   if constexpr (kDense) dense_kinetic = mass.kinetic_row(w.p0, w.p);
-  const auto kinetic = [&](auto i) {
-    if constexpr (kDense) {
-      return DenseKineticCoefficient<scalar_t>{dense_kinetic[i]};
-    } else {
-      return mass.inverse(i);
-    }
-  };
 
   // A group may recompute a coordinate target's forces at x0 and x here rather than hold them
   // through the trajectory (fewer live registers).
@@ -306,9 +323,10 @@ FHMC_HD TransitionDecision<scalar_t> transition(
           force1 = group.local_force(target, mass, i, j, w.x[i]);
         }
         partial += Leapfrog::energy_change_twice(x0, force0, w.p0[i], w.x[i], force1, w.p[i],
-                                                 kinetic(i));
+                                                 kinetic_coefficient(mass, i, dense_kinetic));
       } else {
-        partial += kinetic_change_twice(w.p0[i], w.p[i], kinetic(i));
+        partial += kinetic_change_twice(w.p0[i], w.p[i],
+                                        kinetic_coefficient(mass, i, dense_kinetic));
       }
     });
     change.add(chunk, partial);
