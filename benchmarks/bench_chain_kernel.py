@@ -1,10 +1,10 @@
-"""The chain kernel before and after issue 13, side by side in one run on one GPU.
+"""The chain kernels of two trees side by side on one GPU (issue 31's table).
 
-Run with ``--tree DIR``, the checkout whose ``fused_hmc`` to time (this one, or an export of the
-commit before the change, whose ops were run_chains / run_chains_tuned / hmc_step), and ``--api
-old|new``; each tree runs in its own process (``benchmarks/chain_kernel_ab.sh`` runs both and
-joins the tables). Workloads are issue 13's table: median of 5 repeats of CUDA-event-timed
-back-to-back calls (benchmarks/timing.py).
+Run with ``--tree DIR``, the checkout whose ``fused_hmc`` to time (this one, or an export of an
+older commit), and ``--api run|sample``: the op that tree's chains run through (``run``, before the
+sampling and warm-up ops were split, e.g. 24b6070; ``sample`` now). Each tree runs in its own
+process (``benchmarks/chain_kernel_ab.sh`` runs both and joins the tables). Each figure is the
+median of 5 repeats of CUDA-event-timed back-to-back calls (benchmarks/timing.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tree", required=True)
-    parser.add_argument("--api", choices=("old", "new"), required=True)
+    parser.add_argument("--api", choices=("run", "sample"), required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.tree).resolve()))
@@ -44,14 +44,20 @@ def main() -> None:
         q, mu, mean, m2, count, prob = buffers(B, d, dtype)
         step = torch.full((1,), eps, dtype=torch.float64, device=dev)
         inv_mass = torch.ones(1, d, dtype=dtype, device=dev)
-        empty = q.new_empty(0)
-        if args.api == "old":
-            def call():
-                ops.run_chains(q, mu, eps, L, 7, 0, 0, T, thin, empty, mean, m2, count, prob, 0)
-        else:
+        if args.api == "run":
             def call():
                 ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, L, 7, 0, 0, T, thin=thin,
                         mean=mean, m2=m2, accept_count=count, accept_prob_sum=prob)
+        else:
+            from fused_hmc.sampling import chain_statistics
+
+            statistics = chain_statistics.as_list(chain_statistics.zeros(B, dev))
+
+            def call():
+                ops.sample(q=q, target="standard", target_tensors=[mu], target_scalars=[],
+                           step_size=step, inv_mass=inv_mass, jitter=0.0, num_leapfrog_steps=L,
+                           seed=7, chain_offset=0, first_transition=0, num_transitions=T,
+                           thin=thin, mean=mean, m2=m2, statistics=statistics)
         seconds, _ = time_adaptive(call, dev, target_s=0.05)
         return seconds
 
@@ -59,12 +65,9 @@ def main() -> None:
         q = buffers(B, d, dtype)[0]
         mu = torch.zeros(d, device=dev, dtype=dtype)
         b = fused_hmc._build.bindings()
-        if args.api == "old":
-            def call():
-                b.hmc_step(q, mu, eps, L, "philox", None, 7, 0)
-        else:
-            def call():
-                b.transition(q, mu, eps, L, "philox", None, 7, 0, None, None, False)
+
+        def call():
+            b.transition(q, mu, eps, L, "philox", None, 7, 0, None, None, False)
         seconds, _ = time_adaptive(call, dev, target_s=0.05)
         return seconds
 

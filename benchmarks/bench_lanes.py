@@ -38,6 +38,8 @@ benchmarks/results/lanes/README.md.
 
     python benchmarks/bench_lanes.py --out lanes.json                       # on the GPU
     python benchmarks/bench_lanes.py --ess --chains 4096 --out lanes_ess.json
+    python benchmarks/bench_lanes.py --rows 262144 --models earnings,logistic_regression \
+        --chains 132,1024,4096 --no-jax --out lanes_262144.json        # block lanes (256)
     FUSED_HMC_BENCH_DEVICE=cpu python benchmarks/bench_lanes.py --chains 8,32 --jax-chains 32 \\
         --ess --ess-chains 32 --ess-warmup 60 --ess-draws 40                # a CPU dry run
 """
@@ -96,10 +98,11 @@ def planned_lanes(chains: int, rows: int) -> int:
 
 
 def build_one(spec: str) -> None:
-    """Child process: build one model:dtype:lanes module and print its compile time."""
-    name, dtype, lanes = spec.split(":")
+    """Child process: build one model:dtype:lanes:rows module (rows 0: the model's own data) and
+    print its compile time."""
+    name, dtype, lanes, rows = spec.split(":")
     start = time.perf_counter()
-    target = auto_lanes_target(lanes_models.make(name))
+    target = auto_lanes_target(lanes_models.make(name, int(rows) or None))
     traced = time.perf_counter() - start
     target.module(DTYPES[dtype], torch.device(DEVICE), int(lanes))
     print(json.dumps({"spec": spec, "trace_s": traced, "compile_s": time.perf_counter() - start}),
@@ -134,6 +137,8 @@ class BlackJax:
         command = [sys.executable, str(HERE / "lanes_blackjax.py"), "--dtype", dtype,
                    "--models", ",".join(models), "--chains", str(args.jax_chains),
                    "--warmup", str(args.jax_warmup), "--transitions", str(args.jax_transitions)]
+        if args.rows is not None:
+            command += ["--rows", str(args.rows)]
         if args.ess and dtype == "f64":
             command += ["--ess", str(args.ess_warmup), str(args.ess_draws)]
         self.dtype = dtype
@@ -219,7 +224,12 @@ def parse_args():
     parser.add_argument("--chains", default=DEFAULT_CHAINS.get(DEVICE, "8,32"),
                         help="fused_hmc's chain counts, comma-separated (the largest is the "
                              "'saturated' one)")
-    parser.add_argument("--models", default=",".join(lanes_models.MODELS))
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated (default: {','.join(lanes_models.MODELS)}, or "
+                             f"with --rows {','.join(lanes_models.RESIZABLE)})")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="synthetic data of this many rows for the resizable models (earnings, "
+                             "logistic_regression, gauss_mix): 262144 benchmarks block lanes")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-jax", action="store_true", help="fused_hmc only")
@@ -240,7 +250,17 @@ def parse_args():
         args.chain_list = [int(c) for c in args.chains.split(",")]
     except ValueError:
         parser.error(f"--chains must be comma-separated integers, got {args.chains!r}")
+    if args.models is None:
+        args.models = ",".join(lanes_models.MODELS if args.rows is None else
+                               lanes_models.RESIZABLE)
     args.model_list = args.models.split(",")
+    if args.rows is not None:
+        if args.rows < 2:
+            parser.error(f"--rows must be at least 2, got {args.rows}")
+        fixed = [m for m in args.model_list if m not in lanes_models.RESIZABLE]
+        if fixed:
+            parser.error(f"--rows: {fixed} have fixed data; choose from "
+                         f"{list(lanes_models.RESIZABLE)}")
     args.dtype_list = args.dtypes.split(",")
     for flag, values, known in (("--models", args.model_list, lanes_models.MODELS),
                                 ("--dtypes", args.dtype_list, DTYPES)):
@@ -270,13 +290,14 @@ def main() -> None:
                     {"fused_hmc": 2.0, "blackjax": 1.0, "fused_hmc_more": 2.0}
                     | ({"ess": 3.0} if args.ess else {}))
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
-    record = Record(args.out, {"device": device_name, "sm_count": sm_count(),
+    record = Record(args.out, {"device": device_name, "sm_count": sm_count(), "rows": args.rows,
                                "argv": sys.argv[1:], "torch": torch.__version__})
-    models = {n: lanes_models.make(n) for n in args.model_list}
+    models = {n: lanes_models.make(n, args.rows) for n in args.model_list}
     wanted = {(n, d, c) for n, d, c in itertools.product(models, args.dtype_list, args.chain_list)}
     if args.ess:
         wanted |= {(n, "f64", args.ess_chains) for n in models}
-    specs = sorted({f"{n}:{d}:{planned_lanes(c, models[n].rows)}" for n, d, c in wanted})
+    specs = sorted({f"{n}:{d}:{planned_lanes(c, models[n].rows)}:{args.rows or 0}"
+                    for n, d, c in wanted})
     builder = threading.Thread(target=build_all, args=(specs, args.jobs, __file__,
                                                       record.data["builds"]))
     builder.start()
@@ -376,7 +397,7 @@ def print_tables(data: dict, args) -> None:
             cells = ""
             for c in args.chain_list:
                 r = rates.get((name, dtype, c))
-                cells += (f"{r['gradients_per_second']:11.3g} ({r['lanes']:2d})" if r
+                cells += (f"{r['gradients_per_second']:10.3g} ({r['lanes']:3d})" if r
                           else f"{'-':>17s}")
             ours = rates.get((name, dtype, args.jax_chains))
             full = rates.get((name, dtype, saturated))

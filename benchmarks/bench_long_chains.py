@@ -22,23 +22,25 @@ from timing import environment, save, time_per_call  # noqa: E402
 import fused_hmc  # noqa: E402
 from fused_hmc import ops  # noqa: E402
 from fused_hmc.reference import ReferenceModel  # noqa: E402
+from fused_hmc.sampling import chain_statistics  # noqa: E402
 
 L, EPS = 10, 0.1
 
 
 def kernel_seconds(chains: int, dim: int, transitions: int, repeats: int = 5) -> float:
-    """The run op alone on N(0, I) (buffers preallocated, no draws kept; the "run_chains" rows):
+    """The sample op alone on N(0, I) (buffers preallocated, no draws kept; the "run_chains" rows):
     seconds per call of `transitions`."""
     q = torch.randn(chains, dim, device="cuda")
     mu = torch.zeros(dim, device="cuda")
     step = torch.full((1,), EPS, device="cuda", dtype=torch.float64)
     inv_mass = torch.ones(1, dim, device="cuda")
     mean = torch.zeros(chains, dim, device="cuda", dtype=torch.float64)
-    stats = dict(mean=mean, m2=torch.zeros_like(mean),
-                 accept_count=torch.zeros(chains, device="cuda", dtype=torch.int64),
-                 accept_prob_sum=torch.zeros(chains, device="cuda", dtype=torch.float64))
-    return time_per_call(lambda: ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, L, 7, 0, 0,
-                                         transitions, **stats), 1, repeats=repeats)
+    statistics = chain_statistics.as_list(chain_statistics.zeros(chains, "cuda"))
+    return time_per_call(lambda: ops.sample(
+        q=q, target="standard", target_tensors=[mu], target_scalars=[], step_size=step,
+        inv_mass=inv_mass, jitter=0.0, num_leapfrog_steps=L, seed=7, chain_offset=0,
+        first_transition=0, num_transitions=transitions, statistics=statistics, mean=mean,
+        m2=torch.zeros_like(mean)), 1, repeats=repeats)
 
 
 def api_seconds(chains: int, dim: int, transitions: int) -> float:

@@ -73,11 +73,12 @@ def gradient_rate(model, chains: int, gradient: bool, dtype, transitions: int = 
 def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5,
                          step_size: float = 0.05) -> dict:
     """Gradient evaluations per second of any CppTarget in the sampling kernel at positions q
-    [chains, dim]: `transitions` transitions of L = 8 per timed run op call at a fixed step size
+    [chains, dim]: `transitions` transitions of L = 8 per timed sample op call at a fixed step size
     (0.05 unless given), each chain carrying its gradient across them (8 per transition plus one
     per call, as the op counts them). mean_accept_prob: over every timed and untimed transition
     (a trajectory that left the finite numbers has 0)."""
     from fused_hmc import ops
+    from fused_hmc.sampling import chain_statistics
     from timing import time_adaptive
 
     chains, dtype = q.shape[0], q.dtype
@@ -85,18 +86,20 @@ def target_gradient_rate(target, q: torch.Tensor, transitions: int = 5,
     tensors, scalars = target.op_tensors(dtype, q.device), target.op_scalars()
     f64 = dict(dtype=torch.float64, device=q.device)
     step = torch.full((1,), step_size, **f64)
+    counts = chain_statistics.zeros(chains, q.device)
     stats = dict(mean=torch.zeros(q.shape, **f64), m2=torch.zeros(q.shape, **f64),
-                 accept_count=torch.zeros(chains, dtype=torch.int64, device=q.device),
-                 accept_prob_sum=torch.zeros(chains, **f64))
+                 statistics=chain_statistics.as_list(counts))
     empty = q.new_empty(0)
     calls = [0]
 
     def call():
-        ops.run(q, name, tensors, scalars, step, empty, 0.0, 8, 3, 0, 0, transitions, **stats)
+        ops.sample(q=q, target=name, target_tensors=tensors, target_scalars=scalars,
+                   step_size=step, inv_mass=empty, jitter=0.0, num_leapfrog_steps=8, seed=3,
+                   chain_offset=0, first_transition=0, num_transitions=transitions, **stats)
         calls[0] += 1
 
     seconds, _ = time_adaptive(call, q.device.type, target_s=0.2, repeats=3)
-    accept = float(stats["accept_prob_sum"].sum()) / (chains * transitions * calls[0])
+    accept = float(counts["accept_prob_sum"].sum()) / (chains * transitions * calls[0])
     return {"chains": chains, "seconds_per_call": seconds,
             "transitions_per_second": chains * transitions / seconds,
             "gradients_per_second": chains * (transitions * 8 + 1) / seconds,

@@ -3,7 +3,7 @@ fused_hmc/sampling/pooled_ranks.py) against the same warm-up pooled inside one k
 side in one process: the same chains, target and settings, with and without ChEES.
 
 Over one rank (a gloo or NCCL process group of size 1) the difference is the per-transition
-machinery alone: a run op call, the statistics' small torch ops, the all-gathers (one, two with
+machinery alone: a sample op call, the statistics' small torch ops, the all-gathers (one, two with
 ChEES) and the pooled_update launch. With more ranks, launch it under torchrun (each rank runs
 `--chains`; the one-process row is then rank 0's chains alone).
 

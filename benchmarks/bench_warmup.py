@@ -2,7 +2,8 @@
 BlackJAX's window_adaptation on the same ill-conditioned target, side by side in one process.
 
 1. Cost per transition (2048 chains x 64, float32, L = 10, diagonal target, jitter 0.2; 1000
-   transitions per call, CUDA events, median of 5) of the run op: sampling N(0, I) with unit mass
+   transitions per call, CUDA events, median of 5) of the sample and warmup ops: sampling N(0, I)
+   with unit mass
    ("run_chains", the seed sampler), sampling the target per chain ("run_chains_tuned"), warming up
    with one adaptation state per chain and pooled ("warmup_chains"; one cooperative kernel with a
    grid-wide barrier per transition). Issue 7 asks for warm-up within 1.5x of a sampling transition.
@@ -33,6 +34,7 @@ from timing import environment, save, time_per_call  # noqa: E402
 
 import fused_hmc  # noqa: E402
 from fused_hmc import diagnostics, ops  # noqa: E402
+from fused_hmc.sampling import chain_statistics  # noqa: E402
 from fused_hmc.targets import DiagonalGaussian  # noqa: E402
 
 L, WARMUP, DRAWS, JITTER = 10, 1000, 1000, 0.2
@@ -50,9 +52,9 @@ def transition_costs(chains: int = 2048, dim: int = 64, transitions: int = 1000)
     q = torch.randn(chains, dim, device="cuda")
     tensors = target.op_tensors(q.dtype, q.device)
     f64 = dict(dtype=torch.float64, device="cuda")
+    statistics = chain_statistics.as_list(chain_statistics.zeros(chains, "cuda"))
     stats = dict(mean=torch.zeros(chains, dim, **f64), m2=torch.zeros(chains, dim, **f64),
-                 accept_count=torch.zeros(chains, dtype=torch.int64, device="cuda"),
-                 accept_prob_sum=torch.zeros(chains, **f64))
+                 statistics=statistics)
 
     def state(groups):
         return (torch.full((groups,), 0.01, **f64), torch.ones(groups, dim, device="cuda"),
@@ -61,22 +63,28 @@ def transition_costs(chains: int = 2048, dim: int = 64, transitions: int = 1000)
                      window_m2=torch.zeros(chains, dim, **f64)))
 
     def warmup(s):
-        return lambda: ops.run(q, target.op_target, tensors, [], s[0], s[1], JITTER, L, 1, 0, 0,
-                               transitions, **s[2], warmup_start=0, num_warmup=transitions,
-                               windows=[75, 25, 50], target_accept=0.8, adapt_step_size=True,
-                               adapt_mass_matrix=True)
+        return lambda: ops.warmup(
+            q=q, target=target.op_target, target_tensors=tensors, target_scalars=[],
+            step_size=s[0], inv_mass=s[1], jitter=JITTER, num_leapfrog_steps=L, seed=1,
+            chain_offset=0, first_transition=0, num_transitions=transitions,
+            statistics=statistics, **s[2], warmup_start=0, num_warmup=transitions,
+            windows=[75, 25, 50], target_accept=0.8, adapt_step_size=True,
+            adapt_mass_matrix=True)
 
     own, pooled, unit = state(chains), state(1), state(1)
     # The labels are the pre-issue-13 op names, which the recorded results and report.py use:
-    # "run_chains" is the run op on N(0, I) with one step size and unit mass, "run_chains_tuned"
-    # the run op sampling the target per chain, "warmup_chains" the run op warming up.
+    # "run_chains" is the sample op on N(0, I) with one step size and unit mass,
+    # "run_chains_tuned" the sample op on the target per chain, "warmup_chains" the warmup op.
     calls = {
-        "run_chains (seed sampler)": lambda: ops.run(
-            q, "standard", [torch.zeros(dim, device="cuda")], [], torch.full((1,), 0.01, **f64),
-            unit[1], 0.0, L, 1, 0, 0, transitions, **stats),
-        "run_chains_tuned": lambda: ops.run(
-            q, target.op_target, tensors, [], own[0], own[1], JITTER, L, 1, 0, 0, transitions,
-            **stats),
+        "run_chains (seed sampler)": lambda: ops.sample(
+            q=q, target="standard", target_tensors=[torch.zeros(dim, device="cuda")],
+            target_scalars=[], step_size=torch.full((1,), 0.01, **f64), inv_mass=unit[1],
+            jitter=0.0, num_leapfrog_steps=L, seed=1, chain_offset=0, first_transition=0,
+            num_transitions=transitions, **stats),
+        "run_chains_tuned": lambda: ops.sample(
+            q=q, target=target.op_target, target_tensors=tensors, target_scalars=[],
+            step_size=own[0], inv_mass=own[1], jitter=JITTER, num_leapfrog_steps=L, seed=1,
+            chain_offset=0, first_transition=0, num_transitions=transitions, **stats),
         "warmup_chains per chain": warmup(own),
         "warmup_chains pooled": warmup(pooled),
     }

@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--transitions", type=int, default=50)
     parser.add_argument("--ess", type=int, nargs=2, default=None, metavar=("WARMUP", "DRAWS"))
+    parser.add_argument("--rows", type=int, default=None, help="synthetic data rows (bench_lanes)")
     args = parser.parse_args()
     import jax
 
@@ -140,7 +141,7 @@ def main() -> None:
     start = time.perf_counter()
     models, compiled = {}, {}
     for name in args.models.split(","):
-        models[name] = lanes_models.make(name)
+        models[name] = lanes_models.make(name, args.rows)
         compiled[name] = Compiled(models[name], args.dtype, args.chains, args.warmup,
                                   args.transitions, tuple(args.ess) if args.ess else None)
     emit({"event": "ready", "compile_s": time.perf_counter() - start,

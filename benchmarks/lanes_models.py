@@ -92,10 +92,10 @@ def gauss_mix_fn(p, data):
     return prior + torch.logaddexp(first, second).sum()
 
 
-def _library(name: str) -> LanesModel:
+def _library(name: str, **sizes) -> LanesModel:
     from fused_hmc import models
 
-    model = getattr(models, name)()
+    model = getattr(models, name)(**sizes)
     form = model.torch_form()
     if list(form.to_cpp) != list(range(model.dim)):  # the reference's constrained values need it
         raise RuntimeError(f"{name}'s torch form no longer has the C++ form's coordinates")
@@ -104,22 +104,29 @@ def _library(name: str) -> LanesModel:
                       getattr(jax_models, f"{name}_torch_form"), model)
 
 
-def make(name: str) -> LanesModel:
-    """The benchmark model `name` (MODELS)."""
+def make(name: str, rows: int | None = None) -> LanesModel:
+    """The benchmark model `name` (MODELS); rows: that many synthetic data rows (the same
+    generators, longer) in place of the model's own, for the models in RESIZABLE."""
     from fused_hmc.constraints import ordered
 
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}: one of {list(MODELS)}")
+    if rows is not None and name not in RESIZABLE:
+        raise ValueError(f"{name} has fixed data: rows= goes with {list(RESIZABLE)}")
     if name == "earnings":
+        rows = rows or EARNINGS_ROWS
         return LanesModel(name, earnings_fn,
                           {"beta": (4,), "sigma": ((), constraints.positive)},
-                          earnings_data(), EARNINGS_ROWS, jax_models.earnings_torch_form)
+                          earnings_data(rows), rows, jax_models.earnings_torch_form)
     if name == "gauss_mix":
+        rows = rows or MIX_ROWS
         return LanesModel(name, gauss_mix_fn,
                           {"mu": ((2,), ordered), "sigma": ((2,), constraints.positive),
                            "theta": ((), constraints.unit_interval)},
-                          gauss_mix_data(), MIX_ROWS, jax_models.gauss_mix_torch_form)
-    if name in ("logistic_regression", "diamonds"):
-        return _library(name)
-    raise ValueError(f"unknown model {name!r}: one of {list(MODELS)}")
+                          gauss_mix_data(rows), rows, jax_models.gauss_mix_torch_form)
+    if name == "logistic_regression" and rows is not None:
+        return _library(name, n=rows)
+    return _library(name)
 
 
 def mode_and_scale(model: LanesModel) -> tuple[torch.Tensor, float]:
@@ -157,3 +164,4 @@ def mode_and_scale(model: LanesModel) -> tuple[torch.Tensor, float]:
 
 
 MODELS = ("earnings", "logistic_regression", "gauss_mix", "diamonds")
+RESIZABLE = ("earnings", "logistic_regression", "gauss_mix")  # synthetic data of any rows

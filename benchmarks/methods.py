@@ -16,6 +16,7 @@ import torch
 
 import fused_hmc
 from fused_hmc import ops
+from fused_hmc.sampling import chain_statistics
 from fused_hmc.reference import ReferenceModel
 from timing import calls_for, host_seconds, time_adaptive, time_graph, time_per_call
 
@@ -114,7 +115,7 @@ def per_transition(name: str, ctx: Ctx, B: int, d: int, L: int) -> dict:
 
 
 class _RunChainsBuffers:
-    """The "fused_hmc run_chains" method: the run op on N(mu, I), one step size, unit mass, no
+    """The "fused_hmc run_chains" method: the sample op on N(mu, I), one step size, unit mass, no
     draws kept (the label is the pre-issue-13 op's, as the recorded results name it)."""
 
     def __init__(self, ctx: Ctx, B: int, d: int):
@@ -122,8 +123,7 @@ class _RunChainsBuffers:
         self.q = torch.randn(B, d, device=dev)
         mean = torch.zeros(B, d, device=dev, dtype=torch.float64)
         self.stats = dict(mean=mean, m2=torch.zeros_like(mean),
-                          accept_count=torch.zeros(B, device=dev, dtype=torch.int64),
-                          accept_prob_sum=torch.zeros(B, device=dev, dtype=torch.float64))
+                          statistics=chain_statistics.as_list(chain_statistics.zeros(B, dev)))
         self.mu = ctx.mu(d)
         self.inv_mass = torch.ones(1, d, device=dev)
         self.steps = {}  # eps -> its [1] float64 tensor, made outside the timed calls
@@ -131,8 +131,10 @@ class _RunChainsBuffers:
     def launch(self, eps: float, L: int, T: int) -> None:
         if eps not in self.steps:
             self.steps[eps] = torch.full((1,), eps, device=self.q.device, dtype=torch.float64)
-        ops.run(self.q, "standard", [self.mu], [], self.steps[eps], self.inv_mass, 0.0, L, SEED,
-                0, 0, T, **self.stats)
+        ops.sample(q=self.q, target="standard", target_tensors=[self.mu], target_scalars=[],
+                   step_size=self.steps[eps], inv_mass=self.inv_mass, jitter=0.0,
+                   num_leapfrog_steps=L, seed=SEED, chain_offset=0, first_transition=0,
+                   num_transitions=T, **self.stats)
 
 
 def _run_chains_per_transition(ctx: Ctx, B: int, d: int, L: int) -> dict:

@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fused_hmc import _build, ops  # noqa: E402
+from fused_hmc.sampling import chain_statistics  # noqa: E402
 
 L, EPS, SEED = 10, 0.1, 7
 # name: (kind, chains, dim, transitions, thin, dtype)
@@ -50,8 +51,7 @@ def call_of(kind, chains, dim, transitions, thin, dtype):
         return lambda: b.transition(q, mu, EPS, L, "philox", None, SEED, 0, None, None, False)
     f64 = dict(dtype=torch.float64, device=dev)
     mean, m2 = torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64)
-    count = torch.zeros(chains, dtype=torch.int64, device=dev)
-    prob = torch.zeros(chains, **f64)
+    statistics = chain_statistics.as_list(chain_statistics.zeros(chains, dev))
     step = torch.full((1,), EPS, **f64)
     unit_mass = q.new_empty(0)
     target, tensors, scalars = "standard", [mu], []
@@ -69,14 +69,18 @@ def call_of(kind, chains, dim, transitions, thin, dtype):
     if kind == "pooled":  # one adaptation state; the first slow window [75, 100)
         inv_mass = torch.ones(1, dim, dtype=dtype, device=dev)
         dual = torch.zeros(1, 3, **f64)
-        return lambda: ops.run(q, target, tensors, scalars, step, inv_mass, 0.0, L, SEED, 0,
-                               POOLED_WINDOWS[0], transitions, dual_averaging=dual,
-                               window_mean=mean, window_m2=m2, warmup_start=0,
-                               num_warmup=POOLED_WARMUP, windows=POOLED_WINDOWS,
-                               adapt_step_size=True, adapt_mass_matrix=True)
-    return lambda: ops.run(q, target, tensors, scalars, step, unit_mass, 0.0, L, SEED, 0, 0,
-                           transitions, thin=thin, mean=mean, m2=m2, accept_count=count,
-                           accept_prob_sum=prob)
+        return lambda: ops.warmup(
+            q=q, target=target, target_tensors=tensors, target_scalars=scalars, step_size=step,
+            inv_mass=inv_mass, jitter=0.0, num_leapfrog_steps=L, seed=SEED, chain_offset=0,
+            first_transition=POOLED_WINDOWS[0], num_transitions=transitions,
+            statistics=statistics, dual_averaging=dual, window_mean=mean, window_m2=m2,
+            warmup_start=0, num_warmup=POOLED_WARMUP, windows=POOLED_WINDOWS, target_accept=0.8,
+            adapt_step_size=True, adapt_mass_matrix=True)
+    return lambda: ops.sample(
+        q=q, target=target, target_tensors=tensors, target_scalars=scalars, step_size=step,
+        inv_mass=unit_mass, jitter=0.0, num_leapfrog_steps=L, seed=SEED, chain_offset=0,
+        first_transition=0, num_transitions=transitions, statistics=statistics, thin=thin,
+        mean=mean, m2=m2)
 
 
 def main() -> None:

@@ -55,3 +55,13 @@ def test_every_model_has_its_rows_and_count():
         assert model.rows == rows and model.fma_per_row > 0
     assert lanes_models.make("earnings").rows == 1192
     assert lanes_models.make("gauss_mix").rows == 1000
+
+
+def test_resizable_models_take_any_rows():
+    """bench_lanes.py --rows: the same generators, longer (the data's largest extent is rows)."""
+    for name in lanes_models.RESIZABLE:
+        model = lanes_models.make(name, 300)
+        assert model.rows == 300 == max(max(t.shape) for t in model.data.values()
+                                        if isinstance(t, torch.Tensor))
+    with pytest.raises(ValueError, match=r"diamonds has fixed data"):
+        lanes_models.make("diamonds", 300)

@@ -27,7 +27,7 @@
 #include "math/limits.h"
 #include "math/rng/noise_streams.h"
 #include "math/rng/stream_key.h"
-#include "ops/run_request.h"
+#include "ops/chain_request.h"
 #include "ops/target_registry.h"
 #include "torch_stream.h"
 
@@ -91,7 +91,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           });
         });
   // A compiled target's registry entry (a PyCapsule named "fused_hmc.TargetEntry" holding a
-  // const TargetEntry* of the module that made it, which stays loaded), so the run op finds it.
+  // const TargetEntry* of the module that made it, which stays loaded), so the chain ops find it.
   m.def("register_target", [](pybind11::capsule entry) {
     if (std::string(entry.name() ? entry.name() : "") != "fused_hmc.TargetEntry") {
       throw pybind11::type_error("register_target takes a fused_hmc.TargetEntry capsule");

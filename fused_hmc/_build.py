@@ -68,7 +68,8 @@ def cuda_missing_reason() -> str | None:
 # them too.
 # -ffp-contract=off: the exact-parity arithmetic must round each operation as torch does. The CPU
 # chains' threads and vector ISA: _cpu_flags.py (they change no result).
-HOST_FLAGS = ("-O3", "-ffp-contract=off", *_cpu_flags.openmp_flags(), *_cpu_flags.isa_flags())
+HOST_FLAGS = ("-O3", "-ffp-contract=off", *_cpu_flags.vector_flags(), *_cpu_flags.openmp_flags(),
+              *_cpu_flags.isa_flags())
 HOST_LDFLAGS = _cpu_flags.openmp_flags()
 PTXAS_VERBOSE_FLAG = "-Xptxas=-v"  # registers, stack frame and spills per kernel
 

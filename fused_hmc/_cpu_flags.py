@@ -9,6 +9,10 @@ Vector unit: the chain math calls ``std::fma`` for every leapfrog move. Without 
 in the target ISA that is a call into libm per coordinate, and loops around it do not vectorise.
 The extension is compiled on the machine that runs it (on first use), so it targets the ISA torch
 found there (``torch.backends.cpu.get_cpu_capability()``, which ``ATEN_CPU_CAPABILITY`` may lower).
+GCC vectorises a loop with a choice in it (Box-Muller's branch-free logf and sincos,
+csrc/math/fp/host_transcendentals.h) only under ``-fno-trapping-math`` (no user-visible FP traps,
+Clang's default), and a ``sqrt`` only without errno (``-fno-math-errno``): neither lets the
+compiler change a value.
 None of these flags changes a result: -ffp-contract=off still forbids contraction, an FMA
 instruction rounds as libm's fma does, and vectorised loops apply the same IEEE operation per
 element (GCC reorders no floating-point reduction without -ffast-math).
@@ -33,6 +37,11 @@ def isa_flags() -> tuple[str, ...]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return ()
     return _ISA_FLAGS.get(torch.backends.cpu.get_cpu_capability(), ())
+
+
+def vector_flags() -> tuple[str, ...]:
+    """Flags that let loops with choices and square roots run in vector lanes (no value changes)."""
+    return ("-fno-trapping-math", "-fno-math-errno")
 
 
 def openmp_flags() -> tuple[str, ...]:

@@ -25,9 +25,13 @@ def register() -> None:
         return q_new, accepted, q.new_empty(q.shape), q.new_empty((q.shape[0],),
                                                                    dtype=uniform_dtype)
 
-    @torch.library.register_fake("fused_hmc::run")
+    @torch.library.register_fake("fused_hmc::sample")
     def _(*args, **kwargs):
-        return None  # mutates its (a!)..(m!) arguments in place, returns nothing
+        return None  # mutates its (a!)..(f!) arguments in place, returns nothing
+
+    @torch.library.register_fake("fused_hmc::warmup")
+    def _(*args, **kwargs):
+        return None  # mutates its (a!)..(h!) arguments in place, returns nothing
 
     @torch.library.register_fake("fused_hmc::pooled_update")
     def _(*args, **kwargs):

@@ -4,14 +4,14 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 ``/fused_hmc_user_<cpu|cuda>_<hash>``):
 
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
-  may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` for a rows-form
-  source, ``FHMC_USER_HAS_GRADIENT`` with gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build,
-  ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` and
+  ``FHMC_USER_ROW_PARTIALS`` for a rows-form source, ``FHMC_USER_HAS_GRADIENT`` with
+  gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
   float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
   ``PYBIND11_MODULE`` calling their register functions. The data reach the model one way: as
-  ``TargetTensors`` views unpacked by the generated ``data_from_views`` (the run op's, and the
+  ``TargetTensors`` views unpacked by the generated ``data_from_views`` (the chain ops', and the
   evaluation module's through ``user/data_tensors.h``'s ``make_data``).
 - ``fused_hmc_user_kernels.cu`` (CUDA builds): the model header and each of :data:`CUDA_PARTS`.
 
@@ -79,6 +79,7 @@ class BuildSpec:
     user_gradient: bool
     lanes: int = 1  # the CUDA threads a chain takes (csrc/math/targets/lane_rows.h); 1 unless rows
     rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
+    partials: int = 32  # with rows: P, the strided partials (fused_hmc/lanes.py's row_partials)
 
 
 class EntryPoint(NamedTuple):
@@ -130,6 +131,7 @@ def model_header(spec: BuildSpec) -> str:
             f"#define FHMC_USER_LANES {spec.lanes}"]
     if spec.rows:
         head.append("#define FHMC_USER_ROWS 1")
+        head.append(f"#define FHMC_USER_ROW_PARTIALS {spec.partials}")
     if spec.user_gradient:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.device_kind == "cuda":
@@ -150,7 +152,7 @@ def model_header(spec: BuildSpec) -> str:
 
 
 def _data_from_views(fields) -> list[str]:
-    """Data from the run op's target_tensors (the data tensors in the fields' order) and
+    """Data from the chain ops' target_tensors (the data tensors in the fields' order) and
     target_scalars (the floats, then the ints, as doubles): what ChainTarget::make calls."""
     tensors = [f for f in fields if f.is_tensor]
     floats = [f for f in fields if f.kind == "float"]
@@ -162,7 +164,7 @@ def _data_from_views(fields) -> list[str]:
              "constexpr DataTensorSpec kDataTensorSpecs[kDataTensors > 0 ? kDataTensors : 1] = {"
              + ", ".join(f'{{"{f.name}", {f.ndim}, {str(f.kind != "tensor").lower()}}}'
                          for f in tensors) + "};",
-             "// The data as the run op passes it (fused_hmc/cpp_target.py, CppTarget.op_tensors and",
+             "// The data as the chain ops pass it (fused_hmc/cpp_target.py, CppTarget.op_tensors and",
              "// op_scalars): tensors in order, then scalars, floats first; the evaluation module",
              "// builds the same views (user/data_tensors.h).",
              "inline Data data_from_views(const fused_hmc::TargetTensors& v) {",

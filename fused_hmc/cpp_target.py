@@ -22,7 +22,6 @@ from .cpp_build import CppCompileError
 __all__ = ["CppTarget", "CppCompileError", "CppCheckError", "CheckReport"]
 
 _DTYPES = (torch.float32, torch.float64)
-_LANES = (1, 2, 4, 8, 16, 32)  # a chain's lanes share one warp (csrc/cuda/lane_group.cuh)
 
 # check(): positions are drawn uniformly from [-CHECK_RADIUS, CHECK_RADIUS]^dim (Stan's default
 # initialisation of unconstrained parameters), and an error passes below
@@ -65,13 +64,15 @@ class CppTarget:
     The rows form, for models whose log density is a sum over many data rows: the source
     defines, in place of log_density, ``log_density_rows(const T* x, const Data& data,
     fused_hmc::Rows rows)``: the terms of rows ``rows.first, rows.first + rows.step, ...`` (rows.step
-    is always 32), plus, where ``rows.first == 0``, the terms of no row (and with gradient=True
-    ``log_density_and_gradient_rows(x, grad, data, rows)``, writing that share's gradient). log p
-    is the sum of the 32 shares by one fixed pairwise tree, on the CPU and on CUDA
-    (csrc/math/targets/lane_rows.h). lanes: the CUDA threads a chain of a rows-form source takes (1,
-    2, 4, 8, 16 or 32; they share the 32 shares), or "auto" (the default): chosen when sampling
-    from the chain count, the GPU and the data (:func:`fused_hmc.lanes.choose_lanes`; 1 on the
-    CPU). The draws are the same for any lanes. A source in the plain form takes one thread a
+    is the partial count P: 32, or 256 for data of 65,536 rows or more,
+    :func:`fused_hmc.lanes.row_partials`), plus, where ``rows.first == 0``, the terms of no row (and
+    with gradient=True ``log_density_and_gradient_rows(x, grad, data, rows)``, writing that share's
+    gradient). log p is the sum of the P shares by one fixed pairwise tree, on the CPU and on CUDA
+    (csrc/math/targets/lane_rows.h, docs/LANES.md). lanes: the CUDA threads a chain of a rows-form
+    source takes (a power of two from 1 to P, at most 256; they share the P shares; above 32 a
+    chain is a CUDA block), or "auto" (the default): chosen when sampling from the chain count, the
+    GPU and the data (:func:`fused_hmc.lanes.choose_lanes`; 1 on the CPU). The draws are the same
+    for any lanes. A source in the plain form takes one thread a
     chain (lanes "auto" or 1). ``FUSED_HMC_DIM`` is dim as a compile-time constant: loops
     bounded by it keep x and grad in registers on the GPU.
     """
@@ -89,9 +90,7 @@ class CppTarget:
         if not isinstance(gradient, bool):
             raise TypeError(f"gradient must be True or False, got {gradient!r}")
         self.has_gradient = gradient
-        if lanes != "auto" and (isinstance(lanes, bool) or not isinstance(lanes, int)
-                                or lanes not in _LANES):
-            raise ValueError(f"lanes must be \"auto\" or one of {list(_LANES)}, got {lanes!r}")
+        lanes_module.check_lanes(lanes)
         self.lanes = lanes  # as asked: "auto" or G (lanes_for: the lanes a run takes)
         rows_value, _ = cpp_build.entry_points(rows=True)
         self.rows_form = _word_present(rows_value.name, self.source)
@@ -114,6 +113,8 @@ class CppTarget:
         self._constrain = constrain
         self._constrained_shapes: dict[str, tuple[int, ...]] | None = None
         self._fields, self.data = cpp_data.prepare(data)
+        if self.rows_form:
+            lanes_module.check_lanes(lanes, self.data_rows)
         self._arguments: dict[tuple[torch.dtype, torch.device], tuple] = {}
         self._modules: dict[tuple[torch.dtype, str, int], object] = {}
         self._registered: set[str] = set()
@@ -189,7 +190,7 @@ class CppTarget:
                    lanes: int = 1) -> cpp_build.BuildSpec:
         return cpp_build.BuildSpec(self.source, self.source_name, self.dim,
                                    cpp_build.scalar_name(dtype), device_kind, self._fields,
-                                   self.has_gradient, lanes, self.rows_form)
+                                   self.has_gradient, lanes, self.rows_form, self.row_partials)
 
     @property
     def data_rows(self) -> int:
@@ -197,6 +198,13 @@ class CppTarget:
         (1 without tensors)."""
         return max((max(t.shape, default=1) for t in self.data.values()
                     if isinstance(t, torch.Tensor)), default=1)
+
+    @property
+    def row_partials(self) -> int:
+        """P, the strided partial sums log p is formed from (rows.step): chosen from the data's
+        rows alone (:func:`fused_hmc.lanes.row_partials`) for a rows-form source, 1 for a plain
+        one."""
+        return lanes_module.row_partials(self.data_rows) if self.rows_form else 1
 
     def lanes_for(self, chains: int | None, device) -> int:
         """The lanes a run of `chains` chains on `device` takes: 1 for a plain source, the lanes
@@ -242,10 +250,10 @@ class CppTarget:
                                                          torch.device(device))
         return self._arguments[key]
 
-    # -- what the sampler's run op takes (fused_hmc/sampling/kernel.py) --------------------------
+    # -- what the sampler's chain ops take (fused_hmc/sampling/kernel.py) --------------------------
 
     def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
-        """The run op's name for this model's chain kernels in `dtype` on `device` for `chains`
+        """The chain ops' name for this model's chain kernels in `dtype` on `device` for `chains`
         chains (their lanes: :meth:`lanes_for`): compiles the module on first use and registers
         its kernels with the main library."""
         module = self.module(dtype, device, self.lanes_for(chains, device))
@@ -266,11 +274,11 @@ class CppTarget:
         return name
 
     def op_tensors(self, dtype: torch.dtype, device) -> list[torch.Tensor]:
-        """The run op's target_tensors: the data tensors, in the generated order."""
+        """The chain ops' target_tensors: the data tensors, in the generated order."""
         return list(self.data_arguments(dtype, device)[0])
 
     def op_scalars(self) -> list[float]:
-        """The run op's target_scalars: the float data, then the int data (exact as doubles up to
+        """The chain ops' target_scalars: the float data, then the int data (exact as doubles up to
         2^53, which the constructor checks)."""
         kinds = [f for kind in ("float", "int") for f in self._fields if f.kind == kind]
         return [float(self.data[f.name]) for f in kinds]

@@ -1,6 +1,7 @@
-"""Typed wrappers of the registered operators: ``torch.ops.fused_hmc.transition``, ``.run`` and
-``.pooled_update`` (csrc/ops/schema.cpp states their semantics), and the test-only
-``fused_hmc_testing.philox4x32``.
+"""Wrappers of the registered operators: ``torch.ops.fused_hmc.transition``, ``.sample``,
+``.warmup`` and ``.pooled_update`` (csrc/ops/schema.cpp states their semantics), and the test-only
+``fused_hmc_testing.philox4x32``. sample and warmup take their arguments by the names their
+registered schemas give (:func:`argument_names`), so their signatures are written once.
 
 Each call makes sure the extension is loaded; the op layer knows nothing of the driver or CLI.
 """
@@ -55,39 +56,38 @@ def transition(q: torch.Tensor, mu: torch.Tensor, step_size: float, num_leapfrog
     return TransitionTrace(*out) if trace else (out[0], out[1])
 
 
-def run(q: torch.Tensor, target: str, target_tensors: Sequence[torch.Tensor],
-        target_scalars: Sequence[float], step_size: torch.Tensor, inv_mass: torch.Tensor,
-        jitter: float, num_leapfrog_steps: int, seed: int, chain_offset: int,
-        first_transition: int, num_transitions: int, *, thin: int = 1, kept_before: int = 0,
-        samples: torch.Tensor | None = None, mean: torch.Tensor | None = None,
-        m2: torch.Tensor | None = None, accept_count: torch.Tensor | None = None,
-        accept_prob_sum: torch.Tensor | None = None, dual_averaging: torch.Tensor | None = None,
-        window_mean: torch.Tensor | None = None, window_m2: torch.Tensor | None = None,
-        warmup_start: int = 0, num_warmup: int = 0, windows: Sequence[int] = (),
-        target_accept: float = 0.8, adapt_step_size: bool = False,
-        adapt_mass_matrix: bool = False, trajectory_length: float = 0.0,
-        chees: torch.Tensor | None = None,
-        gradient_evaluations: torch.Tensor | None = None,
-        trajectory_record: torch.Tensor | None = None) -> None:
-    """Transitions [first_transition, first_transition + num_transitions) of every chain, in place.
+def argument_names(op) -> tuple[str, ...]:
+    """The argument names of a registered op overload (``torch.ops.fused_hmc.sample.default``),
+    in order, from its schema: the one statement of its signature (csrc/ops/schema.cpp)."""
+    return tuple(argument.name for argument in op._schema.arguments)
 
-    Sampling (dual_averaging None) keeps draws in `samples` and accumulates mean, m2,
-    accept_count and accept_prob_sum; warm-up (dual_averaging, window_mean, window_m2 given) adapts
-    step_size and inv_mass; trajectory_length > 0 jitters each transition's leapfrog steps
-    (num_leapfrog_steps is then their cap), chees [8] adapts it in a pooled warm-up (ChEES; when
-    sampling, the transitions run with T = chees[0]), gradient_evaluations [B] int64 accumulates
-    each chain's gradient evaluations (L per transition, plus one per call for a target that
-    carries its force across transitions, such as a CppTarget, or per transition for the
-    Gaussians), and trajectory_record [B, 3 d + 2] float64 (sampling) receives what ChEES needs
-    of each chain's last transition. Shapes and semantics: csrc/ops/schema.cpp.
-    """
-    _ops().run.default(q, target, list(target_tensors), [float(v) for v in target_scalars],
-                       step_size, inv_mass, jitter, num_leapfrog_steps, seed, chain_offset,
-                       first_transition, num_transitions, thin, kept_before, samples, mean, m2,
-                       accept_count, accept_prob_sum, dual_averaging, window_mean, window_m2,
-                       warmup_start, num_warmup, list(windows), target_accept, adapt_step_size,
-                       adapt_mass_matrix, trajectory_length, chees, gradient_evaluations,
-                       trajectory_record)
+
+def _call_by_name(op, arguments: dict) -> None:
+    # (Traced under torch.compile, where the dispatcher's own parse names a wrong argument.)
+    if not torch.compiler.is_compiling():
+        names = argument_names(op)
+        unknown = [name for name in arguments if name not in names]
+        if unknown:
+            raise TypeError(f"{op._schema.name} has no argument {', '.join(map(repr, unknown))}; "
+                            f"its arguments are {', '.join(names)}")
+    op(**arguments)
+
+
+def sample(**arguments) -> None:
+    """The sample op: sampling transitions [first_transition, first_transition + num_transitions)
+    of every chain, in place, every argument by its schema name. It keeps thinned draws in
+    `samples`, folds them into the Welford `mean` / `m2`, and adds every transition to
+    `statistics` (one [B] tensor per per-chain statistic, in
+    :data:`fused_hmc.sampling.chain_statistics.NAMES`' order). Shapes and semantics:
+    csrc/ops/schema.cpp."""
+    _call_by_name(_ops().sample.default, arguments)
+
+
+def warmup(**arguments) -> None:
+    """The warmup op: warm-up transitions, adapting step_size and inv_mass (and with chees the
+    trajectory length) in place, every argument by its schema name; `statistics` as for
+    :func:`sample`. Shapes and semantics: csrc/ops/schema.cpp."""
+    _call_by_name(_ops().warmup.default, arguments)
 
 
 def pooled_update(step_size: torch.Tensor, dual_averaging: torch.Tensor,
@@ -102,7 +102,7 @@ def pooled_update(step_size: torch.Tensor, dual_averaging: torch.Tensor,
     with the mean acceptance statistic accept_stat [1]; with chees [8] and chees_sums [2] (the sums
     of omega g and omega over every chain), ChEES's trajectory length capped at
     max_leapfrog_steps steps; with variance [d] (the pooled variance of a slow window's
-    variance_draws draws), inv_mass [1, d]. The run op's pooled warm-up updates the same way
+    variance_draws draws), inv_mass [1, d]. The warmup op's pooled warm-up updates the same way
     (csrc/math/adaptation/warmup_update.h; shapes and semantics: csrc/ops/schema.cpp)."""
     _ops().pooled_update.default(step_size, dual_averaging, inv_mass, accept_stat, variance,
                                  float(variance_draws), iteration, num_warmup, list(windows),

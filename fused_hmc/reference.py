@@ -77,7 +77,7 @@ def reference_tuned_step(q: torch.Tensor, log_prob, grad_log_prob, step_size,
                          num_leapfrog_steps: int, inv_mass: torch.Tensor, normal: torch.Tensor,
                          uniform: torch.Tensor):
     """One HMC transition with a diagonal mass matrix on any target, with caller-supplied noise: the
-    reference for the run op (fused_hmc::run, sampling and warm-up).
+    reference for the sample and warmup ops (fused_hmc::sample, fused_hmc::warmup).
 
     With inverse mass m_inv the momentum is p = normal / sqrt(m_inv) ~ N(0, M), the kinetic energy
     0.5 * sum(m_inv * p^2), and the position moves by eps * m_inv * p (Neal 2011, "MCMC using

@@ -84,7 +84,7 @@ class BuiltInTarget:
     """What the built-in targets share: the mean, how the sampler passes them to the op, and what
     the CLI asks of them. A subclass that sets ``op_target`` registers itself in BUILT_IN."""
 
-    op_target: ClassVar[str]  # the run op's name for it (csrc/targets.def); --target's name
+    op_target: ClassVar[str]  # the chain ops' name for it (csrc/targets.def); --target's name
     # The CLI: --target NAME's help; the shape flags it takes besides --mean ("scale",
     # "correlation"); the largest dim it supports (None: any).
     flag_help: ClassVar[str]
@@ -153,7 +153,7 @@ class BuiltInTarget:
         raise NotImplementedError
 
     def op_tensors(self, dtype: torch.dtype, device) -> list[torch.Tensor]:
-        """The run op's target_tensors ([mu], or [mu, precision] with precision [d] or [d, d]) in
+        """The chain ops' target_tensors ([mu], or [mu, precision] with precision [d] or [d, d]) in
         the chains' dtype and device; raises ValueError when the parameters do not survive that
         rounding."""
         name = type(self).__name__
@@ -166,11 +166,11 @@ class BuiltInTarget:
         return tensors
 
     def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
-        """The run op's name for this target (any dtype, device and chain count)."""
+        """The chain ops' name for this target (any dtype, device and chain count)."""
         return self.op_target
 
     def op_scalars(self) -> list[float]:
-        """The run op's target_scalars: none for the Gaussians."""
+        """The chain ops' target_scalars: none for the Gaussians."""
         return []
 
     def _check_precision_fits(self, dtype: torch.dtype) -> None:

@@ -23,6 +23,7 @@
 #include "../math/hmc/dense_mass.h"
 #include "../math/hmc/mass_matrix.h"
 #include "../math/hmc/transition.h"
+#include "../math/stats/chain_statistics.h"
 #include "../math/stats/chunk_sum.h"
 #include "../math/stats/thinning.h"
 #include "../math/stats/welford.h"
@@ -164,9 +165,7 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
       const scalar_t* q = c.q + b * c.dim;
       double* mean = p.out.mean + b * c.dim;
       double* m2 = p.out.m2 + b * c.dim;
-      int64_t accept_count = p.out.accept_count[b];
-      double accept_prob_sum = p.out.accept_prob_sum[b];
-      int64_t gradients = 0;
+      ChainTally<> statistics(c.statistics, b, true);
       KeepClock clock(c.first_transition, p.out.thin);
       ForceCarry<scalar_t>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
@@ -182,14 +181,10 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
           record_outcome(row, c.dim, static_cast<double>(decision.accept_prob()),
                          uniforms.trajectory_uniform);
         }
-        gradients += decision.gradient_evaluations;
-        accept_count += decision.accepted ? 1 : 0;
-        accept_prob_sum += decision.accept_prob();
+        statistics.add(decision);
         if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
       }
-      p.out.accept_count[b] = accept_count;
-      p.out.accept_prob_sum[b] = accept_prob_sum;
-      if (c.gradient_evaluations != nullptr) c.gradient_evaluations[b] += gradients;
+      statistics.store(c.statistics, b);
     }
   });
 }
@@ -275,9 +270,7 @@ class Warmup {
     const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * mass_stride(c_),
                                            c_.step_size[g], length, uniforms, arrays, carry,
                                            record);
-    if (c_.gradient_evaluations != nullptr) {
-      c_.gradient_evaluations[b] += decision.gradient_evaluations;
-    }
+    add_to_statistics(c_.statistics, b, decision);
     if (chees != nullptr) {
       chees->record(b, static_cast<double>(decision.accept_prob()), uniforms.trajectory_uniform);
     }

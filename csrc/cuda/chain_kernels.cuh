@@ -1,7 +1,7 @@
 // The persistent chain kernels over any Target (math/targets/target.h), as templates a library
 // instantiates for its targets (cuda/builtin_*.cu; users' modules):
-//   sampling_kernel       transitions with kept draws, Welford moments and acceptance statistics
-//                         (state and moments in registers for the whole call);
+//   sampling_kernel       transitions with kept draws, Welford moments and the chain statistics
+//                         (state, moments and statistics in registers for the whole call);
 //   warmup_per_chain_kernel  one adaptation state per chain (G = B): the transition, then the
 //                         chain's own window moments, dual averaging and inverse-mass updates, all
 //                         in registers for the whole call;
@@ -66,15 +66,13 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   if (kMomentsInRegisters && seat.live) {
     transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
   }
-  int64_t accept_count = 0;
-  AcceptProbabilitySum<GROUP, scalar_t> accept_prob_sum(
-      seat.lane == 0 && seat.live ? p.out.accept_prob_sum[chain] : 0.0);
+  ChainTally<LaneSums<GROUP, scalar_t>::template Sum> statistics(c.statistics, chain,
+                                                                 seat.lane == 0 && seat.live);
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
   UniformsAhead<GROUP> uniforms;
   KeepClock clock(c.first_transition, p.out.thin);
   const double length = RECORD ? p.recording.chees->trajectory_length : c.trajectory_length;
   const bool jittered = c.jitter != 0.0, trajectory = length > 0.0;
-  int64_t gradients = 0;
   GroupForceCarry<Target, CHUNKS> carry;
   const int64_t last = c.first_transition + c.num_transitions - 1;
 
@@ -99,12 +97,9 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
         row[3 * c.dim + 1] = static_cast<double>(drawn.trajectory_uniform);
       }
     }
-    gradients += decision.gradient_evaluations;
     const bool kept = clock.advance();
-    accept_prob_sum.add(decision.log_alpha);
-    if (!seat.live) continue;
-    accept_count += decision.accepted ? 1 : 0;
-    if (!kept) continue;
+    statistics.add(decision);
+    if (!seat.live || !kept) continue;
     if (!kMomentsInRegisters) {
       transfer_moments<GROUP, CHUNKS, false>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
     }
@@ -115,17 +110,13 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
     }
   }
 
-  const double accept_prob_total = accept_prob_sum.total();
+  statistics.flush();
   if (!seat.live) return;
   store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   if (kMomentsInRegisters) {
     transfer_moments<GROUP, CHUNKS, true>(p.out.mean, p.out.m2, chain, seat.lane, c.dim, mean, m2);
   }
-  if (seat.lane == 0) {
-    p.out.accept_count[chain] += accept_count;
-    p.out.accept_prob_sum[chain] = accept_prob_total;
-    if (c.gradient_evaluations != nullptr) c.gradient_evaluations[chain] += gradients;
-  }
+  if (seat.lane == 0) statistics.store(c.statistics, chain);
 }
 
 template <class Target, int GROUP, int CHUNKS>
@@ -157,7 +148,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   const uint64_t stream_chain = static_cast<uint64_t>(c.chain_offset + chain);
   UniformsAhead<GROUP> uniforms;
   const bool jittered = c.jitter != 0.0, trajectory = c.trajectory_length > 0.0;
-  int64_t gradients = 0;
+  ChainTally<LaneSums<GROUP, scalar_t>::template Sum> statistics(c.statistics, row, owner);
   GroupForceCarry<Target, CHUNKS> carry;
 
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
@@ -168,7 +159,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     const auto decision =
         transition(group, target, noise, coefficients, q,
                    Trajectory{step_size, c.jitter, c.num_steps, c.trajectory_length}, carry);
-    gradients += decision.gradient_evaluations;
+    statistics.add(decision);
     if (!seat.live) continue;
     const int64_t i = t - p.warmup_start;
     const SlowWindow window = slow_window_of(p.windows, i);
@@ -203,6 +194,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     }
   }
 
+  statistics.flush();
   if (!seat.live) return;
   store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
   store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
@@ -212,7 +204,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   if (owner) {
     c.step_size[chain] = step_size;
     p.dual_averaging[chain] = averaging;
-    if (c.gradient_evaluations != nullptr) c.gradient_evaluations[chain] += gradients;
+    statistics.store(c.statistics, chain);
   }
 }
 
@@ -261,7 +253,7 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
       }
       return chain_kernels::launch_over_chains(kernel, target, p, stream, dense);
     };
-    // The run op hands a recording call an inverse mass (ones for the unit mass).
+    // The sample op hands a recording call an inverse mass (ones for the unit mass).
     if (p.recording.rows != nullptr) {
       status = chain_kernels::launch_over_chains(
           chain_kernels::sampling_kernel<Target, G, C, false, true>, target, p, stream);

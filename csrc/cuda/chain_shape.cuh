@@ -37,7 +37,8 @@ void with_group_shape(GroupShape shape, Launch&& launch) {
 }
 
 // A kPosition target's chain lives in its kLanes lanes (one thread each; their chunks cover the
-// compiled dimension); the others take choose_group_shape's groups.
+// compiled dimension; above a warp the chain is a block: group_shape.h's chain_block); the others
+// take choose_group_shape's groups.
 template <class Target>
 constexpr GroupShape position_group_shape() {
   static_assert(Target::kFixedDim > 0, "a kPosition target is compiled for one dimension");
@@ -73,12 +74,20 @@ inline ChainBlock chain_launch_block(const ChainBatch<scalar_t>& c) {
   return chain_block(chain_group_shape<Target>(c.dim).group, c.batch, c.sm_count);
 }
 
-// The chains' shared memory: a kRow target's position vector of each chain of a block.
+// The chains' shared memory: a kRow target's position vector of each chain of a block; a
+// kPosition target on block lanes (one chain a block) its exchange of the position and the warps'
+// sums (block_lanes_shared_scalars).
 template <class Target>
 inline size_t target_shared_bytes(int64_t dim, int chains) {
-  if constexpr (Target::kForce != TargetForce::kRow) return 0;
-  return static_cast<size_t>(chains) * static_cast<size_t>(dim) *
-         sizeof(typename Target::Scalar);
+  constexpr size_t kScalar = sizeof(typename Target::Scalar);
+  if constexpr (Target::kForce == TargetForce::kPosition) {
+    return static_cast<size_t>(block_lanes_shared_scalars(Target::kFixedDim, Target::kLanes)) *
+           kScalar;
+  } else if constexpr (Target::kForce == TargetForce::kRow) {
+    return static_cast<size_t>(chains) * static_cast<size_t>(dim) * kScalar;
+  } else {
+    return 0;
+  }
 }
 
 }  // namespace fused_hmc

@@ -15,7 +15,7 @@ constexpr int kWarp = 32;
 constexpr int kThreadsPerSmallGroupBlock = 256;
 constexpr int kMaxGroup = 256;
 constexpr int kMaxChunksPerThread = 4;
-// Each thread keeps its chunks of state (and in the run op its Welford moments) in registers; above
+// Each thread keeps its chunks of state (and in the sample op its Welford moments) in registers; above
 // 256 threads per chain a block could not hold them without spilling.
 static_assert(kMaxCudaDim == int64_t{4} * kMaxGroup * kMaxChunksPerThread, "math/limits.h");
 
@@ -50,6 +50,13 @@ inline ChainBlock chain_block(int group, int64_t batch, int sm_count) {
     block = {block.threads / 2, block.chains / 2};
   }
   return block;
+}
+
+// The shared memory (in scalars) of a kPosition chain on block lanes (lane_group.cuh's
+// block_share_forces, lanes > kWarp): its [dim] position, then each warp's log p and [dim]
+// gradient. 0 for lanes of one warp (shuffles only).
+constexpr int64_t block_lanes_shared_scalars(int64_t dim, int lanes) {
+  return lanes <= kWarp ? 0 : dim + (lanes / kWarp) * (dim + 1);
 }
 
 // A chain's group: GROUP threads, each holding CHUNKS chunks.

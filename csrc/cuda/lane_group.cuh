@@ -7,9 +7,11 @@
 //                thread of a block takes the same branches and reaches the same barriers, including
 //                the threads of chains past the batch;
 //   kPosition    (users' models) the target's kLanes threads (GROUP): with one, the thread holds
-//                the whole chain and hands the target its position as one array; with more, each
-//                lane gathers the whole position by shuffles, evaluates its share of the data's rows
-//                (math/targets/lane_rows.h) and the lanes add their shares by a butterfly.
+//                the whole chain and hands the target its position as one array; with up to a
+//                warp, each lane gathers the whole position by shuffles, evaluates its share of the
+//                data's rows (math/targets/lane_rows.h) and the lanes add their shares by a
+//                butterfly; with more (block lanes: the chain is a block), the position and the
+//                warps' sums pass through shared memory.
 // The chain kernels' other per-group pieces live here too: the row loads and stores, the register
 // inverse mass (the lane group's Mass policy), uniforms formed ahead, the carried force.
 #pragma once
@@ -20,6 +22,7 @@
 #include "../math/hmc/metropolis.h"
 #include "../math/hmc/transition.h"
 #include "../math/rng/noise_streams.h"
+#include "../math/stats/chain_statistics.h"
 #include "../math/stats/chunk_sum.h"
 #include "../math/targets/lane_rows.h"
 #include "../math/targets/target.h"
@@ -133,11 +136,12 @@ __device__ __forceinline__ void load_group_row(const scalar_t* row, GroupSeat se
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int j0 = seat.chunk_start(c, GROUP);
-    if (seat.live && vectorized && j0 + 4 <= dim) {
-      load_chunk(row, j0, dim, true, v[c]);  // whole: no fill to check
-    } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[c][e] = seat.live && j0 + e < dim ? row[j0 + e] : fill;
+    for (int e = 0; e < 4; ++e) v[c][e] = fill;
+    if (seat.live && j0 < dim) load_chunk(row, j0, dim, vectorized && j0 + 4 <= dim, v[c]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (j0 + e >= dim) v[c][e] = fill;
     }
   }
 }
@@ -157,7 +161,7 @@ __device__ __forceinline__ void store_group_row(scalar_t* row, GroupSeat seat, i
 // thread's coordinates: the inverse mass, kept in registers for a whole call, and (for one-chunk
 // shapes, where registers are plentiful) its momentum scale, recomputed only when the mass changes,
 // and a coordinate target's coefficient, so the leapfrog touches no memory. Shapes of several
-// chunks compute them when needed instead. UNIT: the inverse mass is the identity (the run op's
+// chunks compute them when needed instead. UNIT: the inverse mass is the identity (the chain ops'
 // empty inv_mass; the transition op): nothing is loaded, and inverse() is UnitMass, whose products
 // the compiler drops.
 template <class Target, int CHUNKS, bool UNIT = false>
@@ -265,6 +269,71 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
   return -log_p;
 }
 
+// lane_share_forces for block lanes (GROUP > 32: the block is one chain, so every thread takes
+// the same branches and reaches the same barriers). The position passes through `shared`
+// (block_lanes_shared_scalars: [kDim] position, then per warp its log p and [kDim] gradient);
+// each lane evaluates its block of partials, the butterfly adds a warp's 32 lanes, lane 0 of each
+// warp writes the warp's sums and every thread adds the warps' by lane_rows.h's adjacent_tree:
+// the lanes' sums by the same tree as the warp path's, so the bits do not depend on GROUP. Two barriers per
+// evaluation: the position is read before any warp's sums are written, and the next evaluation's
+// position is written after every thread has passed the second barrier, its sums after the
+// next first barrier, which every reader of these sums has reached.
+template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
+__device__ __forceinline__ scalar_t block_share_forces(const Target& target, GroupSeat seat,
+                                                       const scalar_t (&x)[CHUNKS][4],
+                                                       scalar_t (&f)[CHUNKS][4],
+                                                       scalar_t* shared) {
+  static_assert(GROUP > kWarp && GROUP % kWarp == 0, "block lanes are whole warps");
+  constexpr int kDim = static_cast<int>(Target::kFixedDim);
+  constexpr int kWarps = GROUP / kWarp, kWidth = kDim + 1;
+  static_assert(block_lanes_shared_scalars(kDim, GROUP) == kDim + kWarps * kWidth,
+                "the layout target_shared_bytes sizes");
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f[c][e] = scalar_t(0);
+  }
+  if (!seat.live) return scalar_t(0);  // the whole block alike
+  scalar_t* const warp_rows = shared + kDim;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int j0 = seat.chunk_start(c, GROUP);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (j0 + e < kDim) shared[j0 + e] = x[c][e];
+    }
+  }
+  __syncthreads();
+  scalar_t position[kDim], gradient[kDim];
+#pragma unroll
+  for (int j = 0; j < kDim; ++j) position[j] = shared[j];
+  scalar_t log_p = target.lane_log_density_and_gradient(position, gradient, seat.lane);
+#pragma unroll
+  for (int offset = 1; offset < kWarp; offset *= 2) {
+    log_p = tree_add(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
+#pragma unroll
+    for (int j = 0; j < kDim; ++j) {
+      gradient[j] = tree_add(gradient[j], __shfl_xor_sync(0xffffffffu, gradient[j], offset));
+    }
+  }
+  if (seat.lane % kWarp == 0) {
+    scalar_t* const row = warp_rows + (seat.lane / kWarp) * kWidth;
+    row[0] = log_p;
+#pragma unroll
+    for (int j = 0; j < kDim; ++j) row[1 + j] = gradient[j];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int j0 = seat.chunk_start(c, GROUP);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (j0 + e < kDim) f[c][e] = -adjacent_tree<kWarps>(warp_rows + 1 + j0 + e, kWidth);
+    }
+  }
+  return -adjacent_tree<kWarps>(warp_rows, kWidth);
+}
+
 // f = force(x) for the thread's coordinates; returns U(x) for a kPosition target (0 otherwise).
 template <class Target, int GROUP, int CHUNKS, class Coefficients,
           typename scalar_t = typename Target::Scalar>
@@ -299,8 +368,10 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
         }
       }
       return u;
-    } else {
+    } else if constexpr (GROUP <= kWarp) {
       return lane_share_forces<Target, GROUP, CHUNKS>(target, seat, x, f);
+    } else {
+      return block_share_forces<Target, GROUP, CHUNKS>(target, seat, x, f, x_shared);
     }
   } else {
     __syncthreads();  // every thread has read the previous x
@@ -404,49 +475,58 @@ __device__ __forceinline__ int block_max_steps(int steps) {
   return out;
 }
 
-// sum += accept_probability(log_alpha) over a chain's consecutive transitions, in transition
-// order, with the exp formed for kDepth transitions at once: lane i of a window keeps transition
-// t0 + i's log_alpha, and once the window is full each lane takes its exp and every lane adds the
-// window's in order (the bits of one lane adding each in turn). Call add() and total() from every
-// thread; lane 0's total counts `start`.
+// The chain statistics' sums of a group of GROUP threads (math/stats/chain_statistics.h's Sum):
+// a statistic's shares added in transition order, and an AcceptProbability's exps formed for kDepth
+// transitions at once: lane i of a window keeps transition t0 + i's log_alpha, and once the window
+// is full each lane takes its exp and every lane adds the window's in order (the bits of one lane
+// adding each in turn). Call add() and flush() from every thread; the holder's total counts its
+// start.
 template <int GROUP, typename scalar_t>
-class AcceptProbabilitySum {
- public:
-  static constexpr int kDepth = UniformsAhead<GROUP>::kDepth;
+struct LaneSums {
+  template <typename T>
+  class Sum {
+   public:
+    static constexpr int kDepth = UniformsAhead<GROUP>::kDepth;
 
-  __device__ explicit AcceptProbabilitySum(double start) : sum_(start) {}
+    __device__ explicit Sum(T start = T(0)) : sum_(start) {}
 
-  __device__ void add(scalar_t log_alpha) {
-    if constexpr (kDepth == 1) {
-      sum_ += static_cast<double>(accept_probability(log_alpha));
-    } else {
-      if (static_cast<int>(threadIdx.x % kDepth) == held_) mine_ = log_alpha;
-      if (++held_ == kDepth) flush(kDepth);
+    template <typename V>
+    __device__ void add(const V& v) {
+      sum_ += statistic_value(v);
     }
-  }
+    __device__ void add(const AcceptProbability<scalar_t>& v) {
+      if constexpr (kDepth == 1) {
+        sum_ += statistic_value(v);
+      } else {
+        if (static_cast<int>(threadIdx.x % kDepth) == held_) mine_ = v.log_alpha;
+        if (++held_ == kDepth) flush_window(kDepth);
+      }
+    }
 
-  __device__ double total() {
-    if (held_ > 0) flush(held_);
-    return sum_;
-  }
+    __device__ void flush() {
+      if (held_ > 0) flush_window(held_);
+    }
+    __device__ T total() const { return sum_; }
 
- private:
-  __device__ void flush(int count) {
-    const double p = static_cast<double>(accept_probability(mine_));
+   private:
+    __device__ void flush_window(int count) {
+      const T p = static_cast<T>(AcceptProbability<scalar_t>{mine_}.value());
 #pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      if (i < count) sum_ += __shfl_sync(0xffffffffu, p, i, kDepth);
+      for (int i = 0; i < kDepth; ++i) {
+        if (i < count) sum_ += __shfl_sync(0xffffffffu, p, i, kDepth);
+      }
+      held_ = 0;
     }
-    held_ = 0;
-  }
 
-  double sum_;
-  scalar_t mine_ = scalar_t(0);
-  int held_ = 0;
+    T sum_;
+    scalar_t mine_ = scalar_t(0);
+    int held_ = 0;
+  };
 };
 
 // The Group policy: the chain's group as seen by one of its threads (seat), its row's dimension,
-// and for a kRow target the chain's position vector in shared memory.
+// and for a kRow target the chain's position vector in shared memory (for block lanes, the
+// block's exchange: block_share_forces).
 template <typename scalar_t, int GROUP, int CHUNKS>
 class LaneGroup {
  public:

@@ -147,9 +147,7 @@ class PooledWarmup {
           p_.chees_chains[seats + seat] =
               at.seat.live ? static_cast<double>(uniforms.trajectory_uniform) : 0.0;
         }
-        if (at.seat.live && c_.gradient_evaluations != nullptr) {
-          c_.gradient_evaluations[at.chain] += decision.gradient_evaluations;
-        }
+        if (at.seat.live) add_to_statistics(c_.statistics, at.chain, decision);
       }
       if (at.seat.live && decision.accepted) {
         store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q.v);

@@ -132,7 +132,7 @@ struct KernelNoise {
   }
 };
 
-// The philox mode's target is the run op's standard one (fused leapfrog); the others promise the
+// The philox mode's target is the chain ops' standard one (fused leapfrog); the others promise the
 // reference's bits and take its rounding.
 template <NoiseSource SOURCE, typename scalar_t>
 using KernelTarget = std::conditional_t<SOURCE == NoiseSource::kPhilox, StandardGaussian<scalar_t>,

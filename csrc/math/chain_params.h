@@ -1,4 +1,4 @@
-// What the run op hands a target's chain launchers (CPU, CUDA, and users' compiled modules): plain
+// What the sample and warmup ops hand a target's chain launchers (CPU, CUDA, and users' compiled modules): plain
 // structs of pointers and sizes, torch-free and identical in every build, so a launcher compiled in
 // another library reads them as the main library wrote them (ops/target_registry.h). The target
 // itself is not here: each launcher builds its Target from the op's TargetTensors (target.h).
@@ -10,11 +10,12 @@
 #include "adaptation/dual_averaging.h"
 #include "adaptation/trajectory_adaptation.h"
 #include "rng/noise_streams.h"
+#include "stats/chain_statistics.h"
 
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 6;
+constexpr int kChainParamsVersion = 7;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -23,12 +24,12 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 
 // The chains of a call: state q [B, d] (contiguous, read and written), step_size [G] float64 and
 // inv_mass [G, d] (G = 1: shared by all chains, or B; with dense_mass [G, d, d], each group's
-// Cholesky factor L of M^-1 = L L^T: math/hmc/dense_mass.h; CPU only), the jitter, the leapfrog steps (num_steps,
-// or trajectory_steps of trajectory_length capped by num_steps), the philox stream (chain b is
-// stream chain chain_offset + b) and the transitions [first_transition, + num_transitions);
-// gradient_evaluations [B] (or null) accumulates each chain's (math/hmc/transition.h's
-// TransitionDecision: L per transition, plus one per call or per transition, as the target carries
-// its force or not).
+// Cholesky factor L of M^-1 = L L^T: math/hmc/dense_mass.h; CPU only), the jitter, the leapfrog
+// steps (num_steps, or trajectory_steps of trajectory_length capped by num_steps), the philox
+// stream (chain b is stream chain chain_offset + b) and the transitions [first_transition,
+// + num_transitions);
+// `statistics` accumulates each chain's statistics (math/stats/chain_statistics.def) over every
+// transition.
 template <typename scalar_t>
 struct ChainBatch {
   scalar_t* q;
@@ -39,7 +40,7 @@ struct ChainBatch {
   double jitter;
   int num_steps;
   double trajectory_length;
-  int64_t* gradient_evaluations;
+  ChainStatisticsArrays statistics;
   PhiloxStream stream;
   int64_t batch, dim, chain_offset, first_transition, num_transitions;
   bool vectorized;  // rows of q 16-byte aligned
@@ -54,15 +55,13 @@ struct DrawSink {
   bool vectorized;  // unit dim stride and every row 16-byte aligned
 };
 
-// What sampling accumulates besides the state: kept draws, their float64 Welford moments, and the
-// acceptance statistics of every transition.
+// What sampling accumulates besides the state and the chain statistics: kept draws and their
+// float64 Welford moments.
 template <typename scalar_t>
 struct RunOutputs {
   DrawSink<scalar_t> sink;
   double* mean;              // [B, d] Welford mean, read and written
   double* m2;                // [B, d] Welford sum of squared deviations, read and written
-  int64_t* accept_count;     // [B]
-  double* accept_prob_sum;   // [B]
   int64_t thin, kept_before;
 };
 

@@ -1,5 +1,5 @@
-// What the run op needs of CUDA beyond ATen, supplied by the CUDA build (cuda/cuda_backend.cpp)
-// at load; absent (null) in a CPU-only build. Keeps ops/run_op.cpp free of CUDA headers.
+// What the chain ops need of CUDA beyond ATen, supplied by the CUDA build (cuda/cuda_backend.cpp)
+// at load; absent (null) in a CPU-only build. Keeps ops/chain_ops.cpp free of CUDA headers.
 #pragma once
 
 #include "../math/adaptation/warmup_update.h"

@@ -1,6 +1,6 @@
 // The pooled_update op (schema.cpp): one pooled warm-up update (math/adaptation/warmup_update.h)
 // from statistics reduced outside the kernels, on the state's device, with no host sync. A warm-up
-// pooled over the chains of several processes runs each transition with the run op, reduces the
+// pooled over the chains of several processes runs each transition with the sample op, reduces the
 // acceptance statistic (and, at a slow window's end, the window's moments) over the process group,
 // and applies this op's update on every rank alike.
 #include <ATen/ATen.h>
@@ -12,7 +12,7 @@
 #include "../math/limits.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
-#include "run_request.h"
+#include "chain_request.h"
 
 namespace fused_hmc {
 namespace {

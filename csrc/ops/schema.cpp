@@ -19,11 +19,13 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor momentum_out, Tensor uniform_out)",
       {at::Tag::nondeterministic_seeded});
 
-  // Transitions first_transition .. first_transition + num_transitions - 1 of every chain, in place,
-  // under the native philox stream keyed by `seed`: chain b is stream chain chain_offset + b.
+  // sample and warmup: transitions first_transition .. first_transition + num_transitions - 1 of
+  // every chain, in place, under the native philox stream keyed by `seed`: chain b is stream chain
+  // chain_offset + b. Their arguments, read by name (ops/chain_request.h), and these comments are
+  // the one statement of them.
   //
-  // The chains: q [B, d] contiguous float32/float64, the state. The target: its registry name
-  // (csrc/targets.def: "standard" N(mu, I) with target_tensors [mu]; "diagonal"
+  // Both take: the chains q [B, d] contiguous float32/float64, the state. The target: its
+  // registry name (csrc/targets.def: "standard" N(mu, I) with target_tensors [mu]; "diagonal"
   // N(mu, diag(1 / precision)) with [mu, precision [d]]; "dense" N(mu, precision^-1) with
   // [mu, precision [d, d]] symmetric positive definite, d <= 256; or a compiled CppTarget's name
   // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
@@ -31,29 +33,46 @@ TORCH_LIBRARY(fused_hmc, m) {
   // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
   // empty: the unit mass, compiled away. A dense inverse mass (CPU only, d <= kMaxDenseMassDim) is
   // inv_mass [G, d, d], each group's lower Cholesky factor L of M^-1 = L L^T (math/hmc/dense_mass.h:
-  // p = L^-T z, q += eps_t L L^T p, kinetic energy 0.5 p^T L L^T p); warm-up then keeps the
+  // p = L^-T z, q += eps_t L L^T p, kinetic energy 0.5 p^T L L^T p); the warmup op then keeps the
   // window's co-moments in window_m2 [B, d, d] and sets L from the window's regularised covariance
-  // (kept when that is not finite and positive definite). Transition t draws the momentum z
-  // (the first blocks), the Metropolis uniform u (word x of the transition's last block) and the
+  // (kept when that is not finite and positive definite). Transition t draws the momentum z (the
+  // first blocks), the Metropolis uniform u (word x of the transition's last block) and the
   // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/hmc/transition.h gives
   // the canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
   // step_size when jitter == 0), momentum p = z / sqrt(inv_mass), L leapfrog steps of
   // q += eps_t * inv_mass * p, p -= eps_t * grad U; it accepts with H = U(q) +
   // 0.5 * sum(inv_mass * p^2). With the standard target, inv_mass = 1 and jitter 0 it is
-  // transition(noise="philox", seed=seed, transition=t) bit for bit.
+  // transition(noise="philox", seed=seed, transition=t) bit for bit. Jittered trajectories
+  // (math/adaptation/trajectory_adaptation.h): trajectory_length T > 0 makes transition t run
+  // L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the trajectory jitter
+  // (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is then the cap; T = 0
+  // runs num_leapfrog_steps.
   //
-  // Sampling (dual_averaging None): step_size and inv_mass are read only. Transition t is kept when
+  // statistics: one [B] tensor per chain statistic of math/stats/chain_statistics.def (which states
+  // what each counts), in its order and dtype (int64 or float64). Every transition adds its share
+  // onto the stored values, one transition at a time, so chunking changes no bit.
+  //
+  // sample: step_size, inv_mass (and chees) are read only. Transition t is kept when
   // (t + 1) % thin == 0: written to samples[b, k, :] (k counts this call's kept draws; samples None
   // or empty keeps none, and may be a strided view such as big[:, k0:k0 + K]) and folded into the
-  // float64 Welford mean / m2 [B, d] (16-byte aligned) with count kept_before + k + 1.
-  // accept_count [B] int64 and accept_prob_sum [B] float64 (min(1, exp(log_alpha)), added one
-  // transition at a time onto the stored sum, so chunking changes no bit) accumulate every
-  // transition.
-  //
-  // Warm-up (dual_averaging given; samples, mean, m2 and the acceptance tensors None): the
-  // transitions are warm-up iterations i = t - warmup_start of a warm-up of num_warmup transitions
-  // (a call never crosses its end), adapting step_size and inv_mass in place. After transition t
-  // of every chain in group g (its own chain, or all chains when G = 1):
+  // float64 Welford mean / m2 [B, d] (16-byte aligned) with count kept_before + k + 1. With chees
+  // [8] float64 (the warmup op's ChEES state), which comes with trajectory_record [B, 3 d + 2]
+  // float64, the transitions run with T = chees[0], read on the device (trajectory_length must then
+  // be 0), and trajectory_record receives each chain's record of the call's last transition
+  // (math/adaptation/trajectory_adaptation.h): its start and proposal less the target's shift, end
+  // velocity inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over
+  // several processes reduces these outside the op.
+  m.def(
+      "sample(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
+      "Tensor step_size, Tensor inv_mass, float jitter, int num_leapfrog_steps, int seed, "
+      "int chain_offset, int first_transition, int num_transitions, Tensor(b!)[] statistics, "
+      "Tensor(c!) mean, Tensor(d!) m2, int thin=1, int kept_before=0, "
+      "Tensor(e!)? samples=None, float trajectory_length=0.0, Tensor? chees=None, "
+      "Tensor(f!)? trajectory_record=None) -> ()");
+
+  // warmup: the transitions are warm-up iterations i = t - warmup_start of a warm-up of num_warmup
+  // transitions (a call never crosses its end), adapting step_size and inv_mass in place. After
+  // transition t of every chain in group g (its own chain, or all chains when G = 1):
   //  1. if adapt_mass_matrix and i lies in a slow window [s, e]
   //     (math/adaptation/adaptation_windows.h: Stan's windows from windows = [init_buffer,
   //     base_window, term_buffer], or [] for Stan's (75, 25, 50), scaled to 15% / 75% / 10% when
@@ -70,51 +89,33 @@ TORCH_LIBRARY(fused_hmc, m) {
   //     variance of the window's draws (G = 1: of all chains' draws, pooled by the law of total
   //     variance, pairwise order over chains; a non-finite or non-positive estimate keeps the old
   //     value); dual averaging restarts at i + 1.
-  // Splitting a run into calls, or running chains 0..B-1 in parts (not a pooled warm-up), changes
-  // no bit.
-  //
-  // Jittered trajectories (math/adaptation/trajectory_adaptation.h): trajectory_length T > 0 makes
-  // transition t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the
-  // trajectory jitter (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is
-  // then the cap; T = 0 runs num_leapfrog_steps. chees [8] float64, adapted by a warm-up with
-  // G = 1: the ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k, beta2^k, k, 0],
-  // the caller sets [T0, 0, 0, 0, 1, 1, 0, 0]; each warm-up transition runs with T = chees[0]
-  // (trajectory_length unused) and then updates it from every chain's ChEES gradient (after the
-  // step size's update, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with the next
-  // step size eps'). Sampling with chees, which comes with trajectory_record [B, 3 d + 2]
-  // float64, runs with T = chees[0], read on the device and left as it is (trajectory_length must
-  // then be 0), and trajectory_record receives each chain's record of the call's last transition
-  // (math/adaptation/trajectory_adaptation.h): its start and proposal less the target's shift, end
-  // velocity inv_mass * p, acceptance statistic and trajectory jitter; a ChEES warm-up pooled over
-  // several processes reduces these outside the op. gradient_evaluations [B] int64, when given,
-  // accumulates each chain's gradient evaluations: L per transition, plus one at the call's first
-  // transition for a target that carries the force at the state from one transition to the next
-  // (users' models), or at every transition for one that does not (the Gaussians;
-  // math/targets/target.h's carries_force). The bits are the same either way.
+  // chees [8] float64, adapted by a warm-up with G = 1: the ChEES state [T, moving average of
+  // log T, Adam m, Adam v, beta1^k, beta2^k, k, 0], the caller sets [T0, 0, 0, 0, 1, 1, 0, 0];
+  // each transition runs with T = chees[0] (trajectory_length unused) and then updates it from
+  // every chain's ChEES gradient (after the step size's update, so chees[0] is clipped to
+  // [eps', num_leapfrog_steps eps'] with the next step size eps'). Splitting a warm-up into calls,
+  // or running chains 0..B-1 in parts (not a pooled warm-up), changes no bit.
   m.def(
-      "run(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
+      "warmup(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "
-      "int chain_offset, int first_transition, int num_transitions, int thin=1, "
-      "int kept_before=0, Tensor(d!)? samples=None, Tensor(e!)? mean=None, Tensor(f!)? m2=None, "
-      "Tensor(g!)? accept_count=None, Tensor(h!)? accept_prob_sum=None, "
-      "Tensor(i!)? dual_averaging=None, Tensor(j!)? window_mean=None, "
-      "Tensor(k!)? window_m2=None, int warmup_start=0, int num_warmup=0, int[] windows=[], "
-      "float target_accept=0.8, bool adapt_step_size=False, bool adapt_mass_matrix=False, "
-      "float trajectory_length=0.0, Tensor(l!)? chees=None, Tensor(m!)? gradient_evaluations=None, "
-      "Tensor(n!)? trajectory_record=None) -> ()");
+      "int chain_offset, int first_transition, int num_transitions, Tensor(d!)[] statistics, "
+      "Tensor(e!) dual_averaging, Tensor(f!) window_mean, Tensor(g!) window_m2, "
+      "int num_warmup, int warmup_start=0, int[] windows=[], float target_accept=0.8, "
+      "bool adapt_step_size=False, bool adapt_mass_matrix=False, float trajectory_length=0.0, "
+      "Tensor(h!)? chees=None) -> ()");
 
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
   // reduced by the caller (the chains of several processes; math/adaptation/warmup_update.h): the
   // step size [1] float64 by dual averaging (state dual_averaging [1, 3]) toward target_accept with
-  // the chains' mean acceptance statistic accept_stat [1] float64, as the run op's pooled warm-up
+  // the chains' mean acceptance statistic accept_stat [1] float64, as the warmup op's pooled warm-up
   // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
   // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
   // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive.
-  // num_warmup, windows, adapt_mass_matrix: the run op's (they place the dual averaging's
-  // restarts). With chees [8] float64 (the run op's ChEES state) and chees_sums [2] float64 (the
+  // num_warmup, windows, adapt_mass_matrix: the warmup op's (they place the dual averaging's
+  // restarts). With chees [8] float64 (the warmup op's ChEES state) and chees_sums [2] float64 (the
   // sum over every chain of omega_c g_c and of omega_c, math/adaptation/trajectory_adaptation.h),
   // ChEES's update follows the step size's, with the new step size and the cap max_leapfrog_steps,
-  // as the run op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
+  // as the warmup op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
   m.def(
       "pooled_update(Tensor(a!) step_size, Tensor(b!) dual_averaging, Tensor(c!) inv_mass, "
       "Tensor accept_stat, Tensor? variance, float variance_draws, int iteration, "
@@ -127,6 +128,7 @@ TORCH_LIBRARY(fused_hmc, m) {
 // straight to the backend, instead of boxing every call through its fallback.
 TORCH_LIBRARY_IMPL(fused_hmc, Autograd, m) {
   m.impl("transition", torch::CppFunction::makeFallthrough());
-  m.impl("run", torch::CppFunction::makeFallthrough());
+  m.impl("sample", torch::CppFunction::makeFallthrough());
+  m.impl("warmup", torch::CppFunction::makeFallthrough());
   m.impl("pooled_update", torch::CppFunction::makeFallthrough());
 }

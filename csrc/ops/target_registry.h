@@ -1,7 +1,7 @@
-// The targets the run op knows, by name: for each, its tensors' specification and its chain
+// The targets the chain ops know, by name: for each, its tensors' specification and its chain
 // launchers per dtype and backend. Torch-free and plain, so a user's compiled model (another
 // shared library, built from the same headers) hands the main library an entry through a
-// PyCapsule (fused_hmc.CppTarget) and the run op launches its kernels like a built-in target's.
+// PyCapsule (fused_hmc.CppTarget) and the chain ops launch its kernels like a built-in target's.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // A CppTarget as a Target of math/targets/target.h, for the chain kernels (CPU chains_cpu.h, CUDA
 // chain_kernels.cuh): kPosition (the chain's whole position in each of its kLanes threads), not
 // quadratic (the energy change adds 2 (U1 - U0)), not shifted, compiled for one dimension. Its
-// data comes in the run op's target_tensors (the data tensors, in the generated order) and
+// data comes in the chain ops' target_tensors (the data tensors, in the generated order) and
 // target_scalars (the floats, then the ints), which the generated fused_hmc_user::data_from_views
 // unpacks. Torch-free.
 #pragma once

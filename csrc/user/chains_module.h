@@ -1,7 +1,7 @@
 // The sampler's half of a CppTarget module: the chain launchers of ChainTarget for the module's
 // dtype (CPU here; CUDA from the generated .cu, chains_cuda.cuh) in a registry entry that
 // fused_hmc.CppTarget hands the main library (ops/target_registry.h), which then runs the target
-// through its run op like a built-in one. Included by the generated module TU; its
+// through its chain ops like a built-in one. Included by the generated module TU; its
 // PYBIND11_MODULE calls register_chains(m).
 #pragma once
 

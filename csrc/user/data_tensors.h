@@ -1,5 +1,5 @@
 // The evaluation module's data: the tensors and scalars fused_hmc/cpp_data.to_arguments passes,
-// checked against the generated field table and turned into the run op's TargetTensors views, so
+// checked against the generated field table and turned into the chain ops' TargetTensors views, so
 // the generated data_from_views is the one place Data is filled. The Python side already converted
 // every tensor, so a failure here is a bug there, named.
 #pragma once

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..lanes import LANES
 from .errors import CliError
 from .model_file import is_model_file
 
@@ -34,11 +35,13 @@ def integer(minimum: int, maximum: int | None = None):
 
 
 def lanes(text: str):
-    """--lanes: auto or a power of two from 1 to 32."""
+    """--lanes: auto or a power of two from 1 to 256 (fused_hmc.lanes.LANES; above 32 a chain is
+    a CUDA block; at most the data's row partials, which CppTarget checks)."""
     if text == "auto":
         return text
-    if text not in ("1", "2", "4", "8", "16", "32"):
-        raise argparse.ArgumentTypeError(f"must be auto, 1, 2, 4, 8, 16 or 32, got {text!r}")
+    if text not in {str(g) for g in LANES}:
+        raise argparse.ArgumentTypeError(
+            f"must be auto or one of {', '.join(map(str, LANES))}, got {text!r}")
     return int(text)
 
 

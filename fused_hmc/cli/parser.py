@@ -98,9 +98,11 @@ def _add_sample_parser(sub) -> None:
               "has one, or defined in FILE.cpp) instead of dual numbers")
     flag("--lanes", type=lanes, default="auto",
          help="--target FILE.cpp in the rows form (it defines log_density_rows, a share of the "
-              "data's rows: docs/TARGETS.md): the CUDA threads a chain takes, 1, 2, 4, 8, 16 or "
-              "32, or auto (chosen from the chains and the GPU); sampling's draws are the same "
-              "for any, a warm-up's adaptation not yet to the last bit (default: auto)")
+              "data's rows: docs/TARGETS.md): the CUDA threads a chain takes, a power of two from 1 "
+              "to 32 (one warp) or to 256 (a block a chain) for data of 65,536 rows or more "
+              "(docs/LANES.md), or auto (chosen from the chains, the GPU and the rows); "
+              "sampling's draws are the same for any, a warm-up's adaptation not yet to the last "
+              "bit (default: auto)")
     flag("--mean", type=real(-math.inf), default=None,
          help="a Gaussian target's mean, every coordinate (default: 0)")
     flag("--scale", type=real(0), nargs="+", metavar="SCALE", default=None,

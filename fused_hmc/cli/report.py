@@ -66,6 +66,11 @@ def report_run(args, device, target, res, adapting: bool) -> None:
             if sampled else "")
     print(f"gradients         {res.warmup_gradient_evaluations:,} in warm-up + "
           f"{res.sampling_gradient_evaluations:,} in sampling (all chains{mean})")
+    from ..sampling.chain_statistics import totals
+    from ..sampling.result import statistics_lines
+
+    for line in statistics_lines(totals(res.chain_statistics), sampled):
+        print(line)
     exact = gaussian.exact_acceptance(args, target, res)
     rate = res.accept_rate.double().mean().item()
     known = ("" if is_user_target(target) else "; exact at stationarity " + (

@@ -126,7 +126,7 @@ def user_target(args) -> UserTarget:
         message = str(exc)
         flag = ("--data" if message.startswith("data") else
                 "--gradient" if args.gradient and "log_density_and_gradient" in message else
-                "--lanes" if "(lanes=" in message else
+                "--lanes" if "(lanes=" in message or message.startswith("lanes") else
                 "--target")
         raise CliError(flag, f"{path}: {message}") from None
     return UserTarget(target, None)

@@ -60,7 +60,7 @@ class Model:
             float64, where they are known in closed form (funnel, Rosenbrock); else None.
         posteriordb: the posteriordb posterior this model reproduces (``"eight_schools-
             eight_schools_noncentered"``), whose reference summary is over ``constrained_names``.
-        lanes: CppTarget's lanes ("auto", the default, or 1 .. 32 for sources in the rows form,
+        lanes: CppTarget's lanes ("auto", the default, or 1 .. 256 for sources in the rows form,
             which define a share of the data's rows: ``log_density_rows``,
             ``log_density_and_gradient_rows``).
         torch_form: () -> :class:`TorchForm`, the same model written for ``fused_hmc.TorchModel``

@@ -4,10 +4,10 @@ random number is keyed by the global transition index, so nothing else is needed
 
 The file is a zarr store zipped into one file (storage.py). Group ``sampler`` holds the constructor's
 arguments (attribute ``arguments``; tensor arguments as ``argument_*`` arrays, the target in
-``sampler/target``), the books (the state ``q``, the Welford sums, the acceptance counters;
-the counts in attribute ``integers``) and the chains' adaptation state (``chains_*``: step sizes,
-inverse masses and, during warm-up, dual averaging and window moments; with ChEES its state;
-the chains' gradient evaluations). Group ``posterior`` holds
+``sampler/target``), the books (the state ``q``, the Welford sums; the counts in attribute ``integers``) and the
+chains' state (``chains_*``: step sizes, inverse masses and, during warm-up, dual averaging and
+window moments; with ChEES its state; every chain statistic of the warm-up and of sampling,
+:mod:`.chain_statistics`). Group ``posterior`` holds
 the draws kept in memory so far; draws streamed to ``out=`` stay in that store (its path kept
 relative to the checkpoint's directory), which a resumed run cuts back to the draws the checkpoint
 counted before it appends, once the store's run id is the checkpoint's (``integers["run_id"]``).
@@ -30,11 +30,11 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-# 5: mass_matrix (a dense mass: inv_mass [G, d, d] its Cholesky factors, window_m2 [B, d, d],
-# the kept estimates); 4: a pooled warm-up's per-chain first phase and restarts (far_starts.py: the warm-up an older
-# checkpoint was in went otherwise); 3: out= relative to the checkpoint and the run id; 2: the
-# chains' gradient evaluations (1 had leapfrog steps, with trajectories only)
-FORMAT = 5
+# The format: a checkpoint of another one is refused (storage.checked_attributes names both). 6
+# adds mass_matrix (a dense mass: inverse_mass [G, d, d] its Cholesky factors, window_m2
+# [B, d, d], the kept estimates) to 5's every chain statistic of the def (chains_warmup_<name>,
+# chains_sampling_<name>).
+FORMAT = 6
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20

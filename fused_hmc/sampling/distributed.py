@@ -43,13 +43,15 @@ import functools
 import hashlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn, TextIO
 
 import numpy as np
 import torch
 
 from .. import diagnostics
+from .chain_statistics import totals
+from .result import statistics_lines
 
 # The dims whose ESS / R-hat the global summary holds: the rows summary() shows by default.
 DIAGNOSTIC_DIMS = diagnostics.SUMMARY_ROWS
@@ -151,7 +153,8 @@ class GlobalSummary:
     chains: all chains; ranks: the process group's size; draws: kept draws of every chain in all;
     mean, var: [dim] float64 over those draws (var unbiased: M2 / (draws - 1)); accept_count and
     transitions: summed over every chain; accept_rate = accept_count / transitions;
-    mean_accept_prob: over every transition of every chain; diagnostic_draws: (chains, draws,
+    mean_accept_prob: over every transition of every chain; statistics: each chain statistic
+    (:mod:`fused_hmc.sampling.chain_statistics`) summed over every chain; diagnostic_draws: (chains, draws,
     dims) of the first global chains (None without kept draws, or when the ranks kept different
     numbers of draws, e.g. one was interrupted); stuck_count, stuck_ids: how many chains
     accepted no transition (:mod:`fused_hmc.sampling.stuck_chains`) and the first ids of them;
@@ -170,6 +173,7 @@ class GlobalSummary:
     stuck_count: int = 0
     stuck_ids: tuple[int, ...] = ()
     restarted_count: int = 0
+    statistics: dict = field(default_factory=dict)
 
     @property
     def accept_rate(self) -> float:
@@ -213,6 +217,8 @@ class GlobalSummary:
         print(f"acceptance rate {self.accept_rate:.4f} (mean acceptance probability "
               f"{self.mean_accept_prob:.4f})", file=out, flush=True)
         for line in result.trajectory_lines(gradients=False):  # the same on every rank
+            print(line, file=out)
+        for line in statistics_lines(self.statistics, self.transitions):
             print(line, file=out)
         from .far_starts import restarts_line
 
@@ -373,22 +379,26 @@ class ChainGroup:
         self.chains, self.chain_counts = sum(chains), chains
         return sum(chains[:self.rank]), keys[0] % 2**64, self.chains
 
-    def merge(self, result, mean: torch.Tensor, m2: torch.Tensor, accept_prob_sum: torch.Tensor,
+    def merge(self, result, mean: torch.Tensor, m2: torch.Tensor,
               max_values: int | None = diagnostics.SUMMARY_VALUES):
-        """`result` (this rank's shard) with its ``global_summary``; mean, m2: [chains, dim] and
-        accept_prob_sum: [chains], this rank's float64 Welford and acceptance sums."""
+        """`result` (this rank's shard) with its ``global_summary``; mean, m2: [chains, dim],
+        this rank's float64 Welford sums; the chain statistics from the result."""
         import torch.distributed as dist
 
         self._proceed()
         chains, dim = mean.shape
         n = result.num_kept
         _, rank_mean, rank_m2 = merge_moments(torch.full((chains,), n), mean.cpu(), m2.cpu())
-        books = torch.tensor([chains * n, int(result.accept_count.sum()),
-                              chains * result.num_transitions, n,
-                              float(accept_prob_sum.sum())], dtype=torch.float64)
+        mine = totals(result.chain_statistics)
+        books = torch.tensor([chains * n, chains * result.num_transitions, n, *mine.values()],
+                             dtype=torch.float64)
+        width = len(books)
         every = self._all_gather(torch.cat([books, rank_mean.nan_to_num(), rank_m2.nan_to_num()]))
-        counts, accepted, transitions, kept, prob = every[:, :5].T  # (exact below 2**53)
-        total, grand, grand_m2 = merge_moments(counts, every[:, 5:5 + dim], every[:, 5 + dim:])
+        counts, transitions, kept = every[:, :3].T  # (exact below 2**53)
+        statistics = {name: type(value)(every[:, 3 + i].sum())
+                      for i, (name, value) in enumerate(mine.items())}
+        total, grand, grand_m2 = merge_moments(counts, every[:, width:width + dim],
+                                               every[:, width + dim:])
         from .stuck_chains import SHOWN, stuck_chain_ids
 
         stuck = stuck_chain_ids(result)
@@ -404,12 +414,13 @@ class ChainGroup:
         summary = GlobalSummary(
             chains=self.chains, ranks=self.size, draws=total, mean=grand.numpy(),
             var=(grand_m2 / (total - 1)).numpy() if total > 1 else np.full(dim, np.nan),
-            accept_count=int(accepted.sum()), transitions=transitions,
-            mean_accept_prob=float(prob.sum()) / transitions if transitions else float("nan"),
+            accept_count=statistics["accept_count"], transitions=transitions,
+            mean_accept_prob=statistics["accept_prob_sum"] / transitions if transitions
+            else float("nan"),
             diagnostic_draws=np.concatenate([p for p in parts if len(p)]) if diagnosable
             else None, stuck_count=sum(n for _, n, _, _ in gathered),
             stuck_ids=tuple([i for _, _, ids, _ in gathered for i in ids][:SHOWN]),
-            restarted_count=sum(r for _, _, _, r in gathered))
+            restarted_count=sum(r for _, _, _, r in gathered), statistics=statistics)
         return result._replace(global_summary=summary)
 
     def _diagnostic_draws(self, result, max_values: int | None) -> np.ndarray | None:

@@ -1,6 +1,6 @@
 """The long-chain driver: ``Sampler`` and ``sample`` run many chains for many transitions.
 
-The kernel (``fused_hmc::run`` through ``kernel.ChainKernel``: K transitions of every chain per call,
+The kernel (``fused_hmc::sample`` / ``fused_hmc::warmup`` through ``kernel.ChainKernel``: K transitions of every chain per call,
 state, Welford moments, acceptance counters and the warm-up's adaptation state updated in place on
 the device, for every target) is separate from this driver, which only chooses chunks, keeps the books, shows progress and handles Ctrl-C (as
 NumPyro keeps ``MCMCKernel`` apart from ``MCMC``).
@@ -28,7 +28,7 @@ from .result import SampleResult
 from .stuck_chains import warn_if_stuck
 from .settings import SamplerOptions, check_settings, signature
 from .superchains import superchain_starts
-from .kernel import ChainKernel, RunStatistics, dense_factor
+from .kernel import ChainKernel, dense_factor
 
 
 def _draw_seed(generator: torch.Generator | None, device: torch.device) -> int:
@@ -196,10 +196,6 @@ class Sampler:
         f64 = dict(dtype=torch.float64, device=self._q.device)
         self._mean = torch.zeros(chains, dim, **f64)
         self._m2 = torch.zeros(chains, dim, **f64)
-        self._accept_count = torch.zeros(chains, dtype=torch.int64, device=self._q.device)
-        self._accept_prob_sum = torch.zeros(chains, **f64)
-        self._statistics = RunStatistics(self._mean, self._m2, self._accept_count,
-                                         self._accept_prob_sum)
         self._no_samples = self._q.new_empty(0)
         self._sample_parts: list[torch.Tensor] = []
         self._num_transitions = 0
@@ -349,7 +345,7 @@ class Sampler:
         finally:
             self._abandon_stream()  # only when an error left it open
         if self._group is not None:  # every rank's statistics
-            result = self._group.merge(result, self._mean, self._m2, self._accept_prob_sum)
+            result = self._group.merge(result, self._mean, self._m2)
         return result  # the run is over: its result survives a further Ctrl-C
 
     def _transitions_to_run(self, num_transitions: int | None, warmup: int) -> int:
@@ -363,7 +359,7 @@ class Sampler:
     def _restore(self, tensors: dict, integers: dict, draws: torch.Tensor | None) -> None:
         """The state of a checkpoint (see _checkpoint_state), into a sampler just built with the
         checkpoint's arguments."""
-        for name in ("mean", "m2", "accept_count", "accept_prob_sum"):
+        for name in ("mean", "m2"):
             getattr(self, f"_{name}").copy_(tensors[name])
         self._chains.load_checkpoint_state({name[len("chains_"):]: t for name, t in tensors.items()
                                             if name.startswith("chains_")}, integers)
@@ -382,9 +378,7 @@ class Sampler:
         draws kept in memory (a list of [chains, k, dim] parts, or None)."""
         chain_tensors, chain_integers = self._chains.checkpoint_state()
         tensors = {"q": (self._q, ("chain", "dim")), "mean": (self._mean, ("chain", "dim")),
-                   "m2": (self._m2, ("chain", "dim")),
-                   "accept_count": (self._accept_count, ("chain",)),
-                   "accept_prob_sum": (self._accept_prob_sum, ("chain",))}
+                   "m2": (self._m2, ("chain", "dim"))}
         tensors.update({f"chains_{name}": value for name, value in chain_tensors.items()})
         integers = dict(chain_integers, next_transition=self._next,
                         warmup_done=self._warmup_done, num_transitions=self._num_transitions,
@@ -494,8 +488,8 @@ class Sampler:
                 draws = buffer[:, drawn:drawn + kept]
             else:
                 draws = self._no_samples
-            self._chains.sample(self._q, self._next, size, self.thin, draws, self._statistics,
-                                self._num_kept)
+            self._chains.sample(self._q, self._next, size, self.thin, draws, self._mean,
+                                self._m2, self._num_kept)
             if stream is not None and kept:
                 stream.submit(self._num_kept, kept)
             # The books of the call (SIGINT is held meanwhile), consistent after every chunk.
@@ -562,17 +556,17 @@ class Sampler:
     def _result(self, hand_over: bool) -> SampleResult:
         n, transitions = self._num_kept, self._num_transitions
         nan = torch.full_like(self._mean, math.nan)
-        warm_gradients, gradients = self._chains.gradient_evaluations()
+        warm, sampling = self._chains.chain_statistics()
+        accepted, prob = sampling["accept_count"], sampling["accept_prob_sum"]
         return SampleResult(
             samples=self._all_draws(hand_over) if self.keep_samples and self._out is None
             else None,
             mean=self._mean.clone() if n > 0 else nan,
             var=self._m2 / (n - 1) if n > 1 else nan.clone(),
-            accept_count=self._accept_count.clone(),
-            accept_rate=self._accept_count.double() / transitions if transitions else
-            torch.full_like(self._accept_prob_sum, math.nan),
-            mean_accept_prob=self._accept_prob_sum / transitions if transitions else
-            torch.full_like(self._accept_prob_sum, math.nan),
+            accept_count=accepted,
+            accept_rate=accepted.double() / transitions if transitions else
+            torch.full_like(prob, math.nan),
+            mean_accept_prob=prob / transitions if transitions else torch.full_like(prob, math.nan),
             num_transitions=transitions,
             num_kept=n,
             final_state=self._q.clone(),
@@ -592,8 +586,10 @@ class Sampler:
             superchains=self.superchains,
             trajectory_length=self._chains.trajectory_length(),
             max_leapfrog_steps=self.max_leapfrog_steps,
-            warmup_gradient_evaluations=warm_gradients,
-            sampling_gradient_evaluations=gradients,
+            warmup_gradient_evaluations=int(warm["gradient_evaluations"].sum()),
+            sampling_gradient_evaluations=int(sampling["gradient_evaluations"].sum()),
+            chain_statistics=sampling,
+            warmup_chain_statistics=warm,
             lanes=self._chains.lanes,
             warmup_reseeded=self._chains.warmup_reseeded(),
             mass_factorization_failures=self._chains.mass_factorization_failures(),

@@ -124,7 +124,7 @@ class FarStarts:
         per_chain.state = per_chain.state._replace(
             dual_averaging=torch.zeros(chains, 3, dtype=torch.float64, device=q.device),
             window_mean=kernel.state.window_mean, window_m2=kernel.state.window_m2)
-        per_chain.gradients = kernel.gradients
+        per_chain.statistics = kernel.statistics  # its transitions count as the warm-up's
         return per_chain
 
     def split(self, first: int, n: int) -> list[tuple[int, int]]:
@@ -191,7 +191,10 @@ class FarStarts:
             dtype=torch.float64)
         # ChEES starts from the T0 given (num_leapfrog_steps step_size), not from that many of the
         # median step size: T0 above the criterion's first maximum climbs to a later one (eight
-        # schools: T 8.2 instead of 2.0, 3x the gradients).
+        # schools: T 8.2 instead of 2.0, 3x the gradients). Its clock starts here too, so its
+        # moving average weighs the slow windows' updates more than without this phase; that is
+        # safe only because the clip to the restarts' spiking step sizes no longer feeds the
+        # average (csrc/math/adaptation/trajectory_adaptation.h, docs/FAR_STARTS.md).
 
     def _restart_stuck(self, q: torch.Tensor, i: int) -> None:
         stuck = (q == self.anchor).all(1)

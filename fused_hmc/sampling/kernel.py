@@ -1,5 +1,6 @@
-"""The chains' kernel as the driver sees it: one class over the run op (``fused_hmc::run``, CPU
-and CUDA) for every target, built-in or compiled (:class:`fused_hmc.CppTarget`).
+"""The chains' kernel as the driver sees it: one class over the warmup and sample ops
+(``fused_hmc::warmup`` / ``fused_hmc::sample``, CPU and CUDA) for every target, built-in or
+compiled (:class:`fused_hmc.CppTarget`).
 
 A target of :mod:`fused_hmc.targets` (or a CppTarget), a step size and an inverse mass per chain
 (or shared by all), diagonal or dense (CPU; the op then carries each mass's Cholesky factor,
@@ -10,10 +11,9 @@ the same op with G = 1 and inverse mass 1 (bit for bit the seed sampler's transi
 
 Trajectories are a fixed number of leapfrog steps L, or a trajectory length T (given, or adapted
 by ChEES in a pooled warm-up): then each transition runs min(max_leapfrog_steps,
-max(1, ceil(w T / eps_t))) steps, w the chain's jitter (see :mod:`fused_hmc.sampling.warmup`),
-and the op counts every chain's gradient evaluations (L per transition, plus one per call for a
-target that carries its force from one transition to the next, or per transition for the
-Gaussians, which evaluate it at each start), from which the result's counts come.
+max(1, ceil(w T / eps_t))) steps, w the chain's jitter (see :mod:`fused_hmc.sampling.warmup`).
+The ops add every transition to each chain's statistics (:mod:`.chain_statistics`: acceptance,
+gradient evaluations, divergences, ...), kept apart for the warm-up and sampling.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import NamedTuple
 import torch
 
 from .. import ops
+from . import chain_statistics
 from .warmup import WarmupSettings, slow_window_ends
 
 
@@ -59,14 +60,12 @@ class AdaptationState(NamedTuple):
     chees: torch.Tensor | None = None
 
 
-class RunStatistics(NamedTuple):
-    """What sampling accumulates per chain: mean, m2 [B, d] float64 (Welford, over kept draws),
-    accept_count [B] int64 and accept_prob_sum [B] float64 (over every transition)."""
+class ChainStatistics(NamedTuple):
+    """Each chain's statistics as the ops accumulate them ({name: [B]}, in the def's order,
+    :mod:`.chain_statistics`), over the warm-up's transitions and over sampling's."""
 
-    mean: torch.Tensor
-    m2: torch.Tensor
-    accept_count: torch.Tensor
-    accept_prob_sum: torch.Tensor
+    warmup: dict[str, torch.Tensor]
+    sampling: dict[str, torch.Tensor]
 
 
 class ChainKernel:
@@ -125,9 +124,8 @@ class ChainKernel:
         self.fixed_length = trajectory_length
         self.max_leapfrog_steps = max_leapfrog_steps
         self._sampling_length = None  # ChEES's T, read once from the device when sampling starts
-        # Each chain's gradient evaluations, counted by the op (warm-up, sampling).
-        self.gradients = tuple(torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
-                               for _ in range(2))
+        self.statistics = ChainStatistics(chain_statistics.zeros(q.shape[0], q.device),
+                                          chain_statistics.zeros(q.shape[0], q.device))
         self.state = AdaptationState(step, inv_mass, chees=chees)
         self._rank_pool = None
         if pool_over is not None and settings.num_warmup:
@@ -146,15 +144,19 @@ class ChainKernel:
 
             self.far_starts = FarStarts(self, q, target, pool_over)
 
-    def run_op(self, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
-               trajectory: dict, **kwargs) -> None:
-        """The run op on this kernel's target, stream and step sizes: transitions [first,
-        first + n) with inv_mass, the trajectory arguments and the op's other arguments."""
+    def run_op(self, op, q: torch.Tensor, first: int, n: int, inv_mass: torch.Tensor,
+               trajectory: dict, statistics: dict, **kwargs) -> None:
+        """`op` (ops.sample or ops.warmup) on this kernel's target, stream and step sizes:
+        transitions [first, first + n) with inv_mass, the trajectory arguments, the chain
+        statistics to add to and the op's other arguments."""
         # With a trajectory length, the op's num_leapfrog_steps is the cap on steps.
-        ops.run(q, self.target_name, self.target_tensors, self.target_scalars,
-                self.state.step_size, inv_mass, self.jitter,
-                self.max_leapfrog_steps if trajectory else self.num_leapfrog_steps, self.key,
-                self.chain_offset, first, n, **trajectory, **kwargs)
+        op(q=q, target=self.target_name, target_tensors=self.target_tensors,
+           target_scalars=self.target_scalars, step_size=self.state.step_size,
+           inv_mass=inv_mass, jitter=self.jitter,
+           num_leapfrog_steps=self.max_leapfrog_steps if trajectory else self.num_leapfrog_steps,
+           seed=self.key, chain_offset=self.chain_offset, first_transition=first,
+           num_transitions=n, statistics=chain_statistics.as_list(statistics), **trajectory,
+           **kwargs)
 
     def warmup(self, q: torch.Tensor, first: int, n: int) -> None:
         """Warm-up transitions [first, first + n), which must be the next ones of the warm-up
@@ -183,8 +185,8 @@ class ChainKernel:
             for part_first, part_n in self._window_parts(first, n):
                 ends_window = part_first + part_n - 1 - self.warmup_start in self._window_ends
                 before = self.state.inverse_mass.clone() if ends_window else None
-                self.run_op(q, part_first, part_n, self.state.inverse_mass, trajectory,
-                            gradient_evaluations=self.gradients[0],
+                self.run_op(ops.warmup, q, part_first, part_n, self.state.inverse_mass,
+                            trajectory, self.statistics.warmup,
                             dual_averaging=self.state.dual_averaging,
                             window_mean=self.state.window_mean, window_m2=self.state.window_m2,
                             warmup_start=self.warmup_start, num_warmup=s.num_warmup,
@@ -218,13 +220,13 @@ class ChainKernel:
         self.mass_failures += kept.to(torch.int64).expand(self.chains)
 
     def sample(self, q: torch.Tensor, first: int, n: int, thin: int, draws: torch.Tensor | None,
-               stats: RunStatistics, kept_before: int) -> None:
-        """Sampling transitions [first, first + n): draws [B, K, d] (or None) and stats."""
+               mean: torch.Tensor, m2: torch.Tensor, kept_before: int) -> None:
+        """Sampling transitions [first, first + n): draws [B, K, d] (or None), the Welford mean
+        and m2 [B, d] of the kept draws, and the chains' sampling statistics."""
         inv_mass = self._unit if self.unit_mass else self.state.inverse_mass
-        self.run_op(q, first, n, inv_mass, self._length_arguments(),
-                    gradient_evaluations=self.gradients[1], thin=thin,
-                    kept_before=kept_before, samples=draws, mean=stats.mean, m2=stats.m2,
-                    accept_count=stats.accept_count, accept_prob_sum=stats.accept_prob_sum)
+        self.run_op(ops.sample, q, first, n, inv_mass, self._length_arguments(),
+                    self.statistics.sampling, thin=thin, kept_before=kept_before,
+                    samples=draws, mean=mean, m2=m2)
 
     def _length_arguments(self) -> dict:
         """The op's arguments for transitions of one fixed length: {} for L steps, else the length
@@ -245,16 +247,17 @@ class ChainKernel:
             return float(self.state.chees[0])
         return self.fixed_length
 
-    def gradient_evaluations(self) -> tuple[int, int]:
-        """Gradient evaluations of all chains together so far (warm-up, sampling), as the op
-        counted them."""
-        return tuple(int(t.sum()) for t in self.gradients)
+    def chain_statistics(self) -> ChainStatistics:
+        """Copies of the chains' statistics so far (warm-up, sampling)."""
+        return ChainStatistics(*({name: t.clone() for name, t in part.items()}
+                                 for part in self.statistics))
 
     def checkpoint_state(self) -> tuple[dict, dict]:
         """(tensors with their dimension names, integers) that change as the chains run: step
         sizes, inverse masses, the warm-up left, during warm-up the dual averaging and window
-        moments, with ChEES its state, and the chains' gradient evaluations. With the
-        constructor's arguments they resume the adaptation exactly."""
+        moments, with ChEES its state, and the chains' statistics (``warmup_<name>``,
+        ``sampling_<name>``). With the constructor's arguments they resume the adaptation
+        exactly."""
         s = self.state
         square = ("dim", "dim2") if self.dense else ("dim",)
         tensors = {"step_size": (s.step_size, ("group",)),
@@ -269,8 +272,8 @@ class ChainKernel:
             tensors["chees"] = (s.chees, ("chees",))
         if self.far_starts is not None:
             tensors.update(self.far_starts.checkpoint_tensors(self.warmup_left))
-        tensors.update(warmup_gradient_evaluations=(self.gradients[0], ("chain",)),
-                       sampling_gradient_evaluations=(self.gradients[1], ("chain",)))
+        for part, statistics in self.statistics._asdict().items():
+            tensors.update({f"{part}_{name}": (t, ("chain",)) for name, t in statistics.items()})
         return tensors, {"warmup_left": self.warmup_left}
 
     def load_checkpoint_state(self, tensors: dict, integers: dict) -> None:
@@ -283,9 +286,9 @@ class ChainKernel:
         if s.chees is not None:
             s.chees.copy_(tensors["chees"])
             self._sampling_length = None
-        for counts, name in zip(self.gradients, ("warmup_gradient_evaluations",
-                                                 "sampling_gradient_evaluations")):
-            counts.copy_(tensors[name])
+        for part, statistics in self.statistics._asdict().items():
+            for name, t in statistics.items():
+                t.copy_(tensors[f"{part}_{name}"])
         if self.dense:
             self.mass_failures.copy_(tensors["mass_failures"])
         if self.far_starts is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import constrained, rank_stores, saving, storage
+from .chain_statistics import RESULT_FIELDS
 from .resources import check_memory
 from .result import SampleResult
 
@@ -45,6 +46,13 @@ def load(path, *, device=None, samples: bool | None = None) -> SampleResult:
     fields = {name: tensors.get(name) for name in saving.TENSORS | saving.OPTIONAL_TENSORS}
     fields.update({name: attrs[name] for name in saving.SCALARS})
     fields.update({name: attrs.get(name) for name in saving.NEWER_SCALARS})
+    fields.update({name: saving.read_statistics(group, name, where)
+                   for name in RESULT_FIELDS})
+    chains = fields["final_state"].shape[0]
+    for name in RESULT_FIELDS:
+        for statistic, t in (fields[name] or {}).items():
+            if tuple(t.shape) != (chains,):
+                _incomplete(path, f"{name}/{statistic} has shape {tuple(t.shape)}")
     kind = attrs["samples"]
     if samples and kind == "none":
         raise ValueError(f"samples=True, but {path} holds no draws (keep_samples=False)")

@@ -1,19 +1,20 @@
 """The pooled warm-up over the chains of several processes (``pooled=True`` with a
 ``process_group``).
 
-The run op's pooled warm-up reduces over its own chains inside one launch; across processes the
-statistics must meet outside it. Each warm-up transition is then three steps on every rank:
+The warmup op's pooled warm-up reduces over its own chains inside one launch; across processes
+the statistics must meet outside it. Each warm-up transition is then three steps on every rank:
 
-1. the run op runs the transition for this rank's chains with the pooled step size and inverse
+1. the sample op runs the transition for this rank's chains with the pooled step size and inverse
    mass (and with ChEES the pooled trajectory length, read on the device), keeping each chain's
-   acceptance statistic and, inside a slow window, folding its state into the chain's window
-   moments (the run op's sampling mode: the same transition, the same Welford update as its
-   warm-up); with ChEES it also records each chain's start, proposal, end velocity and jitter;
+   statistics of the transition (its acceptance statistic among them, added to the warm-up's
+   statistics afterwards) and, inside a slow window, folding its state into the chain's window
+   moments (the same transition, the same Welford update as the warmup op's); with ChEES it also
+   records each chain's start, proposal, end velocity and jitter;
 2. the acceptance statistics are summed over the rank's chains and then over the ranks in rank
    order (one all-gather); at the end of a slow window each rank also sums its chains' log window
    variances and their count (the pooled variance of csrc/math/hmc/mass_matrix.h) and the ranks'
    sums are summed in rank order (a second all-gather);
-3. the ``pooled_update`` op applies the run op's pooled update
+3. the ``pooled_update`` op applies the warmup op's pooled update
 (csrc/math/adaptation/warmup_update.h) to the step size, dual averaging, ChEES state and inverse
 mass, identically on every rank.
 
@@ -23,7 +24,7 @@ after the first: the column sums of the starts x0 and of the weighted proposals 
 sum of the weights omega, travel with the acceptance sums in step 2's all-gather; each rank then
 forms its chains' terms omega_c g_c around the means and a second all-gather sums them.
 
-Cost per transition: a run op launch, a few sums, an all-gather of two numbers (2 d + 3 with
+Cost per transition: a sample op launch, a few sums, an all-gather of two numbers (2 d + 3 with
 ChEES, and a second of one number) and a one-block launch. With NCCL the gathers run on the GPU's
 stream: no host round trip per transition (the ranks' failure flags are read every CHECK_EVERY
 transitions and at the warm-up's end, the same transitions on every rank). With gloo the numbers
@@ -39,6 +40,7 @@ from __future__ import annotations
 import torch
 
 from .. import _build, ops
+from . import chain_statistics
 from .distributed import ChainGroup
 
 # Warm-up transitions between the points where every rank reads the ranks' failure flags (a host
@@ -54,8 +56,8 @@ class RankPooledWarmup:
         chains, dim = kernel.chains, kernel.state.inverse_mass.shape[1]
         device = kernel.state.step_size.device
         f64 = dict(dtype=torch.float64, device=device)
-        self._accept = torch.zeros(chains, **f64)
-        self._count = torch.zeros(chains, dtype=torch.int64, device=device)
+        # One transition's statistics of this rank's chains.
+        self._transition = chain_statistics.zeros(chains, device)
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
         self._ok = torch.ones(1, **f64)
         self._failure: Exception | None = None  # this rank's, until the next check point
@@ -67,7 +69,7 @@ class RankPooledWarmup:
         return _build.bindings().slow_window_of(s.num_warmup, list(s.windows), i)
 
     def run(self, q: torch.Tensor, first: int, n: int, length: dict) -> None:
-        """Warm-up transitions [first, first + n) of this rank's chains q; `length`: the run op's
+        """Warm-up transitions [first, first + n) of this rank's chains q; `length`: the ops'
         trajectory arguments."""
         k, s, g = self.kernel, self.kernel.settings, self.group
         for t in range(first, first + n):
@@ -79,17 +81,18 @@ class RankPooledWarmup:
             record = {} if self._chees is None else dict(trajectory_record=self._chees.rows)
             if self._failure is None:
                 try:
-                    self._accept.zero_()
-                    k.run_op(q, t, 1, k.state.inverse_mass, length,
-                             gradient_evaluations=k.gradients[0], kept_before=i - start
-                             if in_window else 0, mean=mean, m2=m2, accept_count=self._count,
-                             accept_prob_sum=self._accept, **record)
+                    statistics = list(self._transition.values())
+                    torch._foreach_zero_(statistics)
+                    k.run_op(ops.sample, q, t, 1, k.state.inverse_mass, length,
+                             self._transition, kept_before=i - start if in_window else 0,
+                             mean=mean, m2=m2, **record)
+                    torch._foreach_add_(list(k.statistics.warmup.values()), statistics)
                 except Exception as exc:  # noqa: BLE001 - raised at the next check point
                     self._failure = exc
                     self._ok.zero_()
             # A failed rank keeps joining the gathers until the next check point, so that none
             # waits for it there.
-            local = [self._accept.sum().reshape(1), self._ok]
+            local = [self._transition["accept_prob_sum"].sum().reshape(1), self._ok]
             if self._chees is not None:
                 local.append(self._chees.column_sums())
             parts = g.gather_on_device(torch.cat(local))
@@ -139,8 +142,8 @@ class RankPooledWarmup:
 
 class ChEESRecord:
     """This rank's part of ChEES's statistics of one transition (the terms of
-    csrc/math/adaptation/trajectory_adaptation.h, formed from the run op's trajectory records):
-    column_sums() after the run op, then sums() with every rank's column sums."""
+    csrc/math/adaptation/trajectory_adaptation.h, formed from the sample op's trajectory records):
+    column_sums() after the sample op, then sums() with every rank's column sums."""
 
     def __init__(self, chains: int, dim: int, device: torch.device):
         self.dim = dim

@@ -48,6 +48,7 @@ def write_summary(path, summary, chain_counts: list[int]) -> None:
         "mean": summary.mean.tolist(), "var": summary.var.tolist(),
         "accept_count": summary.accept_count, "transitions": summary.transitions,
         "accept_rate": summary.accept_rate, "mean_accept_prob": summary.mean_accept_prob,
+        "statistics": summary.statistics,
         "stores": [{"store": _store_name(r), "first_chain": first, "chains": count}
                    for r, (first, count) in enumerate(zip(offsets, chain_counts))]}
     text = json.dumps(document, indent=1)  # repr floats: an exact round trip

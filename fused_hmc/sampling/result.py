@@ -8,7 +8,21 @@ import torch
 
 from .. import diagnostics
 from ..targets import BuiltInTarget
+from .chain_statistics import RESULT_FIELDS, totals
 from .warmup import WarmupSettings
+
+
+def statistics_lines(totals: dict, transitions: int) -> list[str]:
+    """The summary lines on the chain statistics beyond acceptance and gradient evaluations,
+    from their sums over the chains (`totals`, chain_statistics.totals) and the sampling
+    transitions of all chains: the divergent transitions (what :meth:`SampleResult.summary`,
+    the distributed summary and the CLI print)."""
+    if "divergences" not in totals or not transitions:
+        return []
+    count = totals["divergences"]
+    return [f"divergences {count:,} of {transitions:,} sampling transitions "
+            f"({100 * count / transitions:.3g}%)" + (": the step size is too large for part of "
+                                                      "the target" if count else "")]
 
 
 class SampleResult(NamedTuple):
@@ -87,6 +101,14 @@ class SampleResult(NamedTuple):
             many times each chain, never having moved from its state over a stretch of the
             warm-up, was restarted from another chain's state (:mod:`fused_hmc.sampling.
             far_starts`; :meth:`summary` says how many chains were). None otherwise.
+        chain_statistics: {name: [chains]} over the sampling transitions, one entry per
+            per-chain statistic the kernels count (:data:`fused_hmc.sampling.chain_statistics.
+            STATISTICS`, in its order, each in its dtype): ``accept_count``, ``accept_prob_sum``
+            (the sum of min(1, exp(log_alpha))), ``gradient_evaluations``, ``divergences``
+            (transitions whose energy error H_new - H_old exceeds 1000 or is not finite, as Stan
+            counts them), and any statistic added to csrc/math/stats/chain_statistics.def. None
+            in files saved before them.
+        warmup_chain_statistics: the same over the warm-up's transitions.
         mass_factorization_failures: [chains] int64 with a dense mass: how many slow windows'
             ends kept the chain's previous inverse mass because the window's regularised
             covariance was not finite and positive definite (:meth:`summary` warns of them).
@@ -126,6 +148,8 @@ class SampleResult(NamedTuple):
     constrained: dict | None = None
     lanes: int | None = None
     warmup_reseeded: torch.Tensor | None = None
+    chain_statistics: dict[str, torch.Tensor] | None = None
+    warmup_chain_statistics: dict[str, torch.Tensor] | None = None
     mass_factorization_failures: torch.Tensor | None = None
 
     @property
@@ -136,8 +160,11 @@ class SampleResult(NamedTuple):
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
-        return self._replace(**{name: value.cpu() for name, value in self._asdict().items()
-                                if isinstance(value, torch.Tensor)})
+        moved = {name: value.cpu() for name, value in self._asdict().items()
+                 if isinstance(value, torch.Tensor)}
+        moved.update({name: {k: t.cpu() for k, t in getattr(self, name).items()}
+                      for name in RESULT_FIELDS if getattr(self, name) is not None})
+        return self._replace(**moved)
 
     def to_arviz(self):
         """The draws as ArviZ data (an ``xarray.DataTree``, arviz-base's InferenceData).
@@ -244,6 +271,9 @@ class SampleResult(NamedTuple):
                     else "")
             lines.append(f"gradient evaluations {warm}{self.sampling_gradient_evaluations:,} "
                          "sampling (all chains)")
+        if gradients and self.chain_statistics is not None:
+            lines += statistics_lines(totals(self.chain_statistics),
+                                      self.num_transitions * self.final_state.shape[0])
         return lines
 
     def dense_mass_line(self) -> str:

@@ -8,7 +8,9 @@ puts in place). ``load`` checks every field and names a store that is incomplete
 
 Group ``fused_hmc`` holds every tensor field of the result (in its own dtype), the scalars as
 attributes (the seed as a decimal string: it may not fit a signed 64-bit integer), the warm-up
-settings, the dtype and device, and the target in ``fused_hmc/target``; group ``posterior`` the
+settings, the dtype and device, the chain statistics (one array per statistic) in
+``fused_hmc/chain_statistics`` and ``fused_hmc/warmup_chain_statistics``, and the target in
+``fused_hmc/target``; group ``posterior`` the
 draws, when there are any, and beside ``q`` the constrained draws of a target with ``constrain``
 (as data, :mod:`fused_hmc.sampling.constrained`: loading them runs none of the target's code).
 """
@@ -22,6 +24,7 @@ import torch
 
 from .. import targets
 from . import constrained, storage
+from .chain_statistics import NAMES, RESULT_FIELDS
 from .stored_target import StoredCppTarget
 from .warmup import WarmupSettings
 
@@ -128,7 +131,27 @@ def write_result_group(root, res, name: str = RESULT) -> None:
     storage.write_tensors(group, {name: (getattr(res, name), tensor_dims(res, name, dims))
                                   for name, dims in (TENSORS | OPTIONAL_TENSORS).items()
                                   if getattr(res, name) is not None})
+    for field in RESULT_FIELDS:
+        write_statistics(group, field, getattr(res, field))
     write_target(group, res.target)
+
+
+def write_statistics(parent, name: str, statistics: dict | None) -> None:
+    """Chain statistics ({name: [chains]}, as the result holds them) as group `name` of `parent`,
+    one array each (none: no group)."""
+    if statistics is not None:
+        storage.write_tensors(parent.create_group(name),
+                              {k: (t, CHAIN) for k, t in statistics.items()})
+
+
+def read_statistics(parent, name: str, device) -> dict | None:
+    """What write_statistics wrote (None without the group: a file saved before it), in the
+    order of chain_statistics.NAMES, then any other statistic the file holds."""
+    if name not in parent:
+        return None
+    found = storage.read_tensors(parent[name], device)
+    order = [k for k in NAMES if k in found] + sorted(k for k in found if k not in NAMES)
+    return {k: found[k] for k in order}
 
 
 def tensor_dims(res, name: str, dims: tuple) -> tuple:

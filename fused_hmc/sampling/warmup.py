@@ -1,4 +1,4 @@
-"""Warm-up settings and Stan's adaptation windows (the schedule the run op's warm-up follows).
+"""Warm-up settings and Stan's adaptation windows (the schedule the chain ops' warm-up follows).
 
 Warm-up adapts two things while the chains move towards the target; its draws are discarded.
 
@@ -68,10 +68,13 @@ max(1, ceil(w T / eps_t))) leapfrog steps, with w uniform on [0, 1) from the cha
 and eps_t the transition's (jittered) step size. After every warm-up transition the op forms, from
 all chains, the gradient of the ChEES criterion (the change in the ensemble's centred squared norm)
 with respect to log T, weighted by the acceptance probabilities, takes one Adam step on log T
-(learning rate 0.025, step clipped to +-0.35) and sets T to the exponential of the moving average of
-log T (weight k^-1/2 after k updates), clipped to [eps, max_leapfrog_steps eps] at the next step
-size. Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with the final T (its
-jitter too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
+(learning rate 0.025, step clipped to +-0.35) from the moving average of log T (weight k^-1/2 after
+k updates) and sets T to the exponential of that average, clipped to [eps, max_leapfrog_steps eps]
+at the next step size. The clip bounds the transitions' T, not the average: after each slow window
+the restarted dual averaging runs one transition at about 10x the step size, and a clipped T fed
+back into the average kicked log T up at every window's end, past the criterion's first minimum
+(docs/FAR_STARTS.md). Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with
+the final T (its jitter too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
 implies ``pooled=True``; its default ``target_accept`` is the paper's 0.651 (Beskos et al.'s
 optimum, above). On a Gaussian with the mass adapted the criterion peaks at T = 2.2467 (in the
 preconditioned scale; tests/unit/test_chees.py derives it).

@@ -18,8 +18,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from .. import cpp_data
-from ..cpp_target import _LANES as LANES, CppTarget
+from .. import cpp_data, lanes as lanes_module
+from ..cpp_target import CppTarget
 from .codegen import generate
 from .parameters import Parameters
 from .trace import TorchModelError, trace, tracing_defaults
@@ -34,8 +34,8 @@ class TorchModel(CppTarget):
     ONE chain. params: {name: shape | (shape, constraint)} (Parameters). data: name -> tensor |
     float | int, passed to fn as given (tensors as float64 / int64). small_limit: per-chain
     values with at most this many entries are stored (default max(64, 4 dim)); larger ones (the
-    data-length ones) are recomputed where used, never stored. lanes (1, 2, 4, .. 32): the CUDA
-    threads a chain takes, its data's rows split between them (CppTarget's lanes); the code is
+    data-length ones) are recomputed where used, never stored. lanes (1, 2, 4, .. 256, at most the
+    data's row partials P, fused_hmc.lanes.row_partials): the CUDA threads a chain takes, its data's rows split between them (CppTarget's lanes); the code is
     then generated in the rows form, which needs the density to be a sum over the rows. lanes
     "auto" (the default): the rows form when the density has a loop over data rows that the
     lanes can split, each run's lanes then chosen as CppTarget's "auto" chooses them
@@ -52,9 +52,7 @@ class TorchModel(CppTarget):
         if not callable(fn):
             raise TypeError(f"fn must be callable fn(p, data) -> 0-d tensor, got "
                             f"{type(fn).__name__}")
-        if lanes != "auto" and (isinstance(lanes, bool) or not isinstance(lanes, int)
-                                or lanes not in LANES):
-            raise ValueError(f"lanes must be \"auto\" or one of {list(LANES)}, got {lanes!r}")
+        lanes_module.check_lanes(lanes)
         self.parameters = Parameters(params)
         self.fn = fn
         fields, values = cpp_data.prepare(dict(data) if data is not None else None)
@@ -129,7 +127,7 @@ def _generate(traced, data_names, small_limit: int, lanes):
     if lanes != "auto":
         return generate(traced, data_names, small_limit, lanes), lanes
     try:
-        rows = generate(traced, data_names, small_limit, max(LANES))
+        rows = generate(traced, data_names, small_limit, lanes_module.MAX_LANES)
     except TorchModelError:  # not a sum over the rows (rows.py)
         rows = None
     if rows is not None and rows.row_loops:

@@ -143,20 +143,33 @@ def _chees_warmup(device, num_warmup: int, seed: int) -> fused_hmc.SampleResult:
                             progress=False, keep_samples=False)
 
 
+# The seeds the whole warm-up runs from: a wrong root shows on about half of them (it once hid
+# behind one lucky seed, issue 32), so every test of it runs several.
+WARMUP_SEEDS = range(4)
+
+
+def _assert_the_warmups_land_where_the_criterion_peaks(device):
+    """Each of WARMUP_SEEDS' ChEES warm-ups, 3000 iterations, ends within 12% of leapfrog_root at
+    its own step size and inverse mass (see the test's docstring)."""
+    for seed in WARMUP_SEEDS:
+        res = _chees_warmup(device, 3000, seed)
+        eps, inverse_mass = res.step_size[0].item(), res.inverse_mass[0].cpu().numpy()
+        ratio = res.trajectory_length / leapfrog_root(eps, np.logspace(-1, 1, 16), inverse_mass)
+        assert abs(ratio - 1) < 0.12, (seed, res.trajectory_length, eps)
+
+
 def test_the_whole_warmup_lands_where_the_criterion_peaks_at_its_step_size():
-    """The default ChEES warm-up (dual averaging toward 0.651, Stan's windows for the mass, T0 =
-    10 x 0.1) from N(0, I) on scales 0.1 .. 10, d = 16: after 3000 warm-up transitions T is within
-    8% of leapfrog_root at the adapted step size (about 0.94) and inverse mass. Measured over 12
-    seeds: ratio 1.008, sd 0.006 (the reference's own Monte Carlo error included); the band: 4.89
-    times the sd's 99.9% upper bound (0.0059 sqrt(11 / chi2_0.001(11)) = 0.0145) = 7.1%, plus the
-    0.8% offset. After Stan's 1000 the ratio is 1.11 +- 0.02 (10 seeds): T comes down from about
-    2.5, where the unadapted mass left it, no faster than the k^-1/2 moving average lets it (it
-    moves log T by at most 0.025 k^-1/2 per update)."""
-    res = _chees_warmup("cpu", 3000, seed=0)
-    eps, inverse_mass = res.step_size[0].item(), res.inverse_mass[0].numpy()
-    scale = np.logspace(-1, 1, 16)
-    ratio = res.trajectory_length / leapfrog_root(eps, scale, inverse_mass)
-    assert abs(ratio - 1) < 0.08, (res.trajectory_length, eps)
+    """The default ChEES warm-up (the pooled warm-up's per-chain first phase, then dual averaging
+    toward 0.651, Stan's windows for the mass, ChEES from T0 = 10 x 0.1) from N(0, I) on scales
+    0.1 .. 10, d = 16: after 3000 warm-up transitions T is within 12% of leapfrog_root at the
+    adapted step size (about 0.94) and inverse mass, for each of the 4 seeds. Measured over 12
+    seeds (CUDA; the CPU's seeds 0 .. 3 fall within them): ratio 0.972, sd 0.0073 (the
+    reference's own Monte Carlo error included). The band: the offset 0.028 plus z = 5.16
+    (two-sided 1e-6 / 4, Bonferroni over the seeds) times the sd's 99.9% upper bound
+    0.0073 sqrt(11 / chi2_0.001(11)) = 0.0179, i.e. 0.028 + 0.092 = 0.12. The criterion's second
+    maximum (T about 4.7, where the warm-up landed for about half the seeds when Adam ascended
+    from the clipped T: csrc/math/adaptation/trajectory_adaptation.h) is 3x the first."""
+    _assert_the_warmups_land_where_the_criterion_peaks("cpu")
 
 
 def _exact_reference(mean: torch.Tensor, scale: torch.Tensor) -> Reference:
@@ -209,10 +222,7 @@ def test_chees_alone_lands_where_the_criterion_peaks_on_cuda(T0_steps):
 
 @pytest.mark.cuda
 def test_the_whole_warmup_lands_where_the_criterion_peaks_on_cuda():
-    res = _chees_warmup("cuda", 3000, seed=0)
-    eps, inverse_mass = res.step_size[0].item(), res.inverse_mass[0].cpu().numpy()
-    ratio = res.trajectory_length / leapfrog_root(eps, np.logspace(-1, 1, 16), inverse_mass)
-    assert abs(ratio - 1) < 0.08, (res.trajectory_length, eps)
+    _assert_the_warmups_land_where_the_criterion_peaks("cuda")
 
 
 @pytest.mark.cuda

@@ -170,6 +170,9 @@ def _same(a, b) -> bool:
                     and x.shape == y.shape and x.dtype == y.dtype
                     and torch.equal(x.nan_to_num(7.0), y.nan_to_num(7.0))):
                 return False
+        elif isinstance(x, dict) and isinstance(y, dict) and x.keys() == y.keys():
+            if not all(torch.equal(x[k], y[k]) for k in x):
+                return False
         elif x != y:
             return False
     return (a.samples_path is None) == (b.samples_path is None)

@@ -71,7 +71,7 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     res = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, **RUN)
     saved["result"] = {name: getattr(res, name) for name in (
         "samples", "final_state", "accept_count", "step_size", "inverse_mass", "chain_offset",
-        "seed", "mean", "var")}
+        "seed", "mean", "var", "chain_statistics")}
     saved["global"] = res.global_summary
     torch.manual_seed(100 + rank)  # seed=None: each rank would draw another; rank 0's is taken
     saved["drawn_seed"] = fused_hmc.Sampler(q0, process_group=group, progress=False).seed
@@ -108,26 +108,26 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     saved["bad_pooled_run"] = _outcome(lambda: pooled_sampler.run(0 if rank == 1 else 5))
     failing = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False, pooled=True,
                                 num_warmup=20)
-    if rank == 1:  # rank 1's run op fails in the middle of the pooled warm-up
+    if rank == 1:  # rank 1's ops fail in the middle of the pooled warm-up
         real = failing._chains.run_op
 
-        def run_op(q, first, *args, **kwargs):
+        def run_op(op, q, first, *args, **kwargs):
             if first == 7:
                 raise ValueError("injected failure at transition 7")
-            return real(q, first, *args, **kwargs)
+            return real(op, q, first, *args, **kwargs)
 
         failing._chains.run_op = run_op
     saved["fails_in_pooled_warmup"] = _outcome(lambda: failing.run(5))
     failing = fused_hmc.Sampler(q0, seed=SEED, process_group=group, progress=False, pooled=True,
                                 num_warmup=20)
-    if rank == 1:  # rank 1's run op fails in the per-chain first phase (far_starts.py)
+    if rank == 1:  # rank 1's ops fail in the per-chain first phase (far_starts.py)
         first_phase = failing._chains.far_starts.per_chain
         real_first = first_phase.run_op
 
-        def first_run_op(q, first, *args, **kwargs):
+        def first_run_op(op, q, first, *args, **kwargs):
             if first == 1:
                 raise ValueError("injected failure at transition 1")
-            return real_first(q, first, *args, **kwargs)
+            return real_first(op, q, first, *args, **kwargs)
 
         first_phase.run_op = first_run_op
     saved["fails_in_first_phase"] = _outcome(lambda: failing.run(5))

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import torch
 
+from fused_hmc import _build, ops
 from fused_hmc.reference import reference_log_accept_ratio
+from fused_hmc.sampling import chain_statistics
 
 
 def seeded_generator(*key) -> torch.Generator:
@@ -130,8 +132,35 @@ def cuda_cpu_tolerance(dtype) -> dict:
     return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
 
 
+# The leading arguments the sample and warmup ops share, in their schemas' order.
+_CHAIN_ARGUMENTS = ("q", "target", "target_tensors", "target_scalars", "step_size", "inv_mass",
+                    "jitter", "num_leapfrog_steps", "seed", "chain_offset", "first_transition",
+                    "num_transitions")
+
+
+def run_op(*args, **kwargs) -> dict[str, torch.Tensor]:
+    """The warmup op when `dual_averaging` is given, else the sample op: the shared leading
+    arguments by position, the others by name; a chain statistic may be given by name
+    (``accept_count=...``: that tensor takes its place in the op's `statistics` list, fresh
+    zeros the others'), and arguments given as None that the op lacks are dropped. Returns the
+    statistics by name."""
+    arguments = dict(zip(_CHAIN_ARGUMENTS, args), **kwargs)
+    q = arguments["q"]
+    statistics = chain_statistics.zeros(q.shape[0], q.device)
+    for name in chain_statistics.NAMES:
+        given = arguments.pop(name, None)
+        if given is not None:
+            statistics[name] = given
+    op = ops.warmup if arguments.get("dual_averaging") is not None else ops.sample
+    _build.load_extension()
+    known = ops.argument_names(getattr(torch.ops.fused_hmc, op.__name__).default)
+    arguments = {k: v for k, v in arguments.items() if v is not None or k in known}
+    op(statistics=chain_statistics.as_list(statistics), **arguments)
+    return statistics
+
+
 def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.float64) -> dict:
-    """The run op's in-place tensors besides q for `mode` ("sampling", "per_chain" or "pooled"
+    """The ops' in-place tensors besides q for `mode` ("sampling", "per_chain" or "pooled"
     warm-up): step size 0.15 and a unit inverse mass per adaptation group (one group, except one
     for each chain per chain), and zeroed gradient counts, moments or adaptation state."""
     f64 = dict(dtype=torch.float64, device=device)

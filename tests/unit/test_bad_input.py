@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import fused_hmc
+from fused_hmc.sampling import chain_statistics
 
 from ._helpers import rng_state
 
@@ -193,7 +194,8 @@ def test_device_mismatch_names_the_argument(which):
 
 
 def _run_arguments(device, mode, batch=6, dim=4, dtype=torch.float32):
-    """A valid call of the run op on the diagonal target, sampling or warming up (keywords)."""
+    """A valid call of the sample op ("sampling") or the warmup op ("warmup") on the diagonal
+    target (keywords)."""
     q, mu, _, _ = _inputs(device, batch, dim, dtype)
     f64 = dict(dtype=torch.float64, device=device)
     args = dict(q=q, target="diagonal", target_tensors=[mu, torch.full((dim,), 2.0, dtype=dtype,
@@ -201,18 +203,29 @@ def _run_arguments(device, mode, batch=6, dim=4, dtype=torch.float32):
                 target_scalars=[], step_size=torch.full((1,), 0.1, **f64),
                 inv_mass=torch.ones(1, dim, dtype=dtype, device=device), jitter=0.0,
                 num_leapfrog_steps=3, seed=0, chain_offset=0, first_transition=0,
-                num_transitions=2)
+                num_transitions=2,
+                statistics=chain_statistics.as_list(chain_statistics.zeros(batch, device)))
     if mode == "sampling":
         args.update(samples=torch.zeros(batch, 2, dim, dtype=dtype, device=device),
-                    mean=torch.zeros(batch, dim, **f64), m2=torch.zeros(batch, dim, **f64),
-                    accept_count=torch.zeros(batch, dtype=torch.int64, device=device),
-                    accept_prob_sum=torch.zeros(batch, **f64))
+                    mean=torch.zeros(batch, dim, **f64), m2=torch.zeros(batch, dim, **f64))
     else:
         args.update(dual_averaging=torch.zeros(1, 3, **f64),
                     window_mean=torch.zeros(batch, dim, **f64),
-                    window_m2=torch.zeros(batch, dim, **f64), num_warmup=10, windows=[2, 3, 1],
-                    adapt_step_size=True, adapt_mass_matrix=True)
+                    window_m2=torch.zeros(batch, dim, **f64), warmup_start=0, num_warmup=10,
+                    windows=[2, 3, 1], target_accept=0.8, adapt_step_size=True,
+                    adapt_mass_matrix=True)
     return args
+
+
+def _call(mode, args):
+    (fused_hmc.ops.sample if mode == "sampling" else fused_hmc.ops.warmup)(**args)
+
+
+def _statistic(a, i, tensor):
+    """The statistics list with entry i replaced."""
+    statistics = list(a["statistics"])
+    statistics[i] = tensor
+    return statistics
 
 
 def _tensors(a):
@@ -263,34 +276,34 @@ RUN_CASES = [
      r"\bprecision must be contiguous"),
     ("too-many-scalars", "sampling", lambda a: dict(target_scalars=[0.0] * 33), ValueError,
      r"a target takes at most 32 tensors and 32 scalars"),
-    ("sampling-without-mean", "sampling", lambda a: dict(mean=None), ValueError,
-     r"sampling \(no dual_averaging given\) needs mean, m2, accept_count and accept_prob_sum"),
-    ("sampling-without-m2", "sampling", lambda a: dict(m2=None), ValueError,
-     r"sampling \(no dual_averaging given\) needs mean, m2"),
-    ("sampling-without-accept-count", "sampling", lambda a: dict(accept_count=None), ValueError,
-     r"sampling \(no dual_averaging given\) needs"),
-    ("sampling-without-accept-prob", "sampling", lambda a: dict(accept_prob_sum=None), ValueError,
-     r"sampling \(no dual_averaging given\) needs"),
     ("sampling-with-window-mean", "sampling", lambda a: dict(window_mean=a["mean"].clone()),
-     ValueError, r"window_mean and window_m2 belong to warm-up: pass dual_averaging too"),
+     TypeError, r"fused_hmc::sample has no argument 'window_mean'"),
+    ("statistics-short", "sampling", lambda a: dict(statistics=a["statistics"][:-1]), ValueError,
+     (r"\bstatistics must hold 4 tensors of shape \[6\], the chain statistics accept_count, "
+      r"accept_prob_sum, gradient_evaluations, divergences in that order; got 3")),
+    ("statistics-empty", "warmup", lambda a: dict(statistics=[]), ValueError,
+     r"\bstatistics must hold 4 tensors"),
+    ("statistics-dtype", "sampling", lambda a: dict(
+        statistics=_statistic(a, 0, a["statistics"][0].int())), TypeError,
+     r"\bstatistics\[0\] \(accept_count\) must be Long, got Int"),
+    ("statistics-float-dtype", "warmup", lambda a: dict(
+        statistics=_statistic(a, 1, a["statistics"][1].float())), TypeError,
+     r"\bstatistics\[1\] \(accept_prob_sum\) must be Double"),
+    ("statistics-shape", "sampling", lambda a: dict(
+        statistics=_statistic(a, 3, a["statistics"][3][:5])), ValueError,
+     r"\bstatistics\[3\] \(divergences\) must have shape \[6\], got \[5\]"),
     ("samples-shape", "sampling", lambda a: dict(samples=a["samples"][:, :1]), ValueError,
      r"\bsamples must be None, empty, or have shape \[6, 2, 4\]"),
     ("samples-dtype", "sampling", lambda a: dict(samples=a["samples"].double()), TypeError,
      r"\bsamples must have q's dtype"),
     ("mean-dtype", "sampling", lambda a: dict(mean=a["mean"].float()), TypeError,
      r"\bmean must be Double"),
-    ("accept-count-dtype", "sampling", lambda a: dict(accept_count=a["accept_count"].int()),
-     TypeError, r"\baccept_count must be Long"),
     ("thin-zero", "sampling", lambda a: dict(thin=0), ValueError, r"\bthin must be >= 1"),
     ("kept-before-negative", "sampling", lambda a: dict(kept_before=-1), ValueError,
      r"\bkept_before must be >= 0"),
     ("warmup-with-samples", "warmup",
      lambda a: dict(samples=torch.zeros(6, 2, 4, dtype=a["q"].dtype, device=a["q"].device)),
-     ValueError, r"warm-up \(dual_averaging given\) keeps nothing: samples, mean, m2"),
-    ("warmup-with-mean", "warmup", lambda a: dict(mean=a["window_mean"].clone()), ValueError,
-     r"warm-up \(dual_averaging given\) keeps nothing"),
-    ("warmup-without-window-m2", "warmup", lambda a: dict(window_m2=None), ValueError,
-     r"warm-up needs window_mean and window_m2"),
+     TypeError, r"fused_hmc::warmup has no argument 'samples'"),
     ("windows-two", "warmup", lambda a: dict(windows=[75, 25]), ValueError,
      r"windows must be \[\] \(Stan's\) or \[init_buffer, base_window, term_buffer\], got 2 values"),
     ("windows-four", "warmup", lambda a: dict(windows=[75, 25, 50, 1]), ValueError,
@@ -347,7 +360,7 @@ RUN_CASES = [
         chees=_chees_state(a)[:7], trajectory_record=_record(a)),
      ValueError, r"\bchees must have shape \[8\]"),
     ("trajectory-record-in-warmup", "warmup", lambda a: dict(trajectory_record=_record(a)),
-     ValueError, r"\btrajectory_record records sampling transitions: pass no dual_averaging"),
+     TypeError, r"fused_hmc::warmup has no argument 'trajectory_record'"),
     ("trajectory-record-shape", "sampling", lambda a: dict(
         chees=_chees_state(a), trajectory_record=_record(a)[:, :12].contiguous()),
      ValueError, r"\btrajectory_record must have shape \[6, 14\]"),
@@ -362,11 +375,6 @@ RUN_CASES = [
      r"\bchees must have shape \[8\]"),
     ("chees-dtype", "warmup", lambda a: dict(chees=_chees_state(a).float()), TypeError,
      r"\bchees must be Double"),
-    ("gradient-evaluations-shape", "sampling", lambda a: dict(gradient_evaluations=torch.zeros(
-        5, dtype=torch.int64, device=a["q"].device)), ValueError,
-     r"\bgradient_evaluations must have shape \[6\]"),
-    ("gradient-evaluations-dtype", "warmup", lambda a: dict(gradient_evaluations=torch.zeros(
-        6, device=a["q"].device)), TypeError, r"\bgradient_evaluations must be Long"),
 ]
 
 
@@ -375,10 +383,11 @@ def test_bad_run_call_raises_naming_the_argument(device, case):
     _, mode, changes, exc, pattern = case
     args = _run_arguments(device, mode)
     args.update(changes(args))
-    given = _tensors(args.values()) + _tensors(args["target_tensors"])
+    given = (_tensors(args.values()) + _tensors(args["target_tensors"])
+             + _tensors(args["statistics"]))
     originals = [t.clone() for t in given]
     with pytest.raises(exc, match=pattern):
-        fused_hmc.ops.run(**args)
+        _call(mode, args)
     for after, before in zip(given, originals):
         assert torch.equal(after, before), "a failed call modified an input"
 
@@ -388,8 +397,17 @@ def test_run_arguments_are_valid(device, mode):
     """The base of RUN_CASES runs (so each case fails for its own change only)."""
     args = _run_arguments(device, mode)
     q0 = args["q"].clone()
-    fused_hmc.ops.run(**args)
+    _call(mode, args)
     assert not torch.equal(args["q"], q0)
+
+
+@pytest.mark.parametrize("mode", ["sampling", "warmup"])
+def test_missing_argument_names_it(device, mode):
+    """An argument the op needs, left out: the dispatcher names it."""
+    args = _run_arguments(device, mode)
+    del args["statistics"]
+    with pytest.raises((TypeError, RuntimeError), match=r"\bstatistics\b"):
+        _call(mode, args)
 
 
 @pytest.mark.cuda
@@ -399,4 +417,15 @@ def test_run_target_tensor_device_mismatch_names_it(which):
     mu, precision = args["target_tensors"]
     args["target_tensors"] = [mu.cpu(), precision] if which == "mu" else [mu, precision.cpu()]
     with pytest.raises(ValueError, match=rf"\b{which} must be on q's device"):
-        fused_hmc.ops.run(**args)
+        _call("sampling", args)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["sampling", "warmup"])
+def test_statistics_on_another_device_are_named(mode):
+    args = _run_arguments("cuda", mode)
+    args["statistics"] = _statistic(args, 2, args["statistics"][2].cpu())
+    with pytest.raises(ValueError, match=r"\bstatistics\[2\] \(gradient_evaluations\) must be on "
+                                         r"q's device"):
+        _call(mode, args)
+

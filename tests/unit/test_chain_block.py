@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import CppTarget, _build, ops
+from fused_hmc import CppTarget, _build
 
 from . import test_cpp_target as one_thread
 from . import test_lane_rows as lanes
-from ._helpers import cuda_cpu_tolerance, run_op_state
+from ._helpers import cuda_cpu_tolerance, run_op, run_op_state
 
 TRANSITIONS, STEPS, SEED = 6, 5, 33
 LARGEST = 256  # threads of the largest block
@@ -90,7 +90,7 @@ def _run(target: CppTarget, q0: torch.Tensor, mode: str, device: str) -> dict:
                        chees=torch.tensor([0.15 * STEPS, 0, 0, 0, 1, 1, 0, 0],
                                           dtype=torch.float64, device=device))
     step_size, inv_mass = state.pop("step_size"), state.pop("inv_mass")
-    ops.run(q, target.op_name(q.dtype, q.device), target.op_tensors(q.dtype, q.device),
+    run_op(q, target.op_name(q.dtype, q.device), target.op_tensors(q.dtype, q.device),
             target.op_scalars(), step_size, inv_mass, 0.1, 3 * STEPS, SEED, 0, 0, TRANSITIONS,
             **state, **options)
     return dict(q=q, step_size=step_size, inv_mass=inv_mass, **state, **options)
@@ -145,7 +145,7 @@ def _run_standard(q0: torch.Tensor, inv_mass: torch.Tensor) -> dict:
     state = run_op_state(chains, dim, "sampling", "cuda")
     del state["inv_mass"]
     samples = torch.empty(chains, TRANSITIONS, dim, dtype=q.dtype, device="cuda")
-    ops.run(q, "standard", [torch.zeros(dim, device="cuda")], [], state.pop("step_size"),
+    run_op(q, "standard", [torch.zeros(dim, device="cuda")], [], state.pop("step_size"),
             inv_mass.cuda(), 0.2, STEPS, SEED, 0, 0, TRANSITIONS, samples=samples, **state)
     return dict(q=q, samples=samples, **state)
 

@@ -34,10 +34,12 @@ CHILD = textwrap.dedent("""
     import torch
     import fused_hmc
     from fused_hmc import ops
-    def slow(*args, _op=ops.run, **kwargs):
-        _op(*args, **kwargs)
-        time.sleep(0.05)
-    ops.run = slow
+    def slowly(op):
+        def slow(**kwargs):
+            op(**kwargs)
+            time.sleep(0.05)
+        return slow
+    ops.sample, ops.warmup = slowly(ops.sample), slowly(ops.warmup)
     stage, ck, q0, out = sys.argv[1:]
     if stage == "start":
         run = dict(num_warmup=30, jitter=0.2, thin=2, chunk_size=5, target=fused_hmc.DiagonalGaussian(
@@ -127,7 +129,8 @@ def test_a_finished_checkpoint_gives_its_result_without_running(monkeypatch, tmp
     def not_called(*args, **kwargs):
         raise AssertionError("ran a transition")
 
-    monkeypatch.setattr(ops, "run", not_called)
+    monkeypatch.setattr(ops, "sample", not_called)
+    monkeypatch.setattr(ops, "warmup", not_called)
     assert_results_equal(fused_hmc.Sampler.from_checkpoint(ck).run(), res)
     with pytest.raises(ValueError, match="no run to continue"):
         fused_hmc.Sampler(_q0(), progress=False).run()

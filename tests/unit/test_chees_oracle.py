@@ -1,10 +1,10 @@
-"""The run op's jittered trajectories and one ChEES update against an independent numpy oracle
+"""The chain ops' jittered trajectories and one ChEES update against an independent numpy oracle
 (csrc/math/adaptation/trajectory_adaptation.h states the rules): the trajectory jitter w is word z
 of each transition's last philox block (fused_hmc.philox_numpy recomputes it), a transition runs
 min(cap, max(1, ceil(w T / eps))) leapfrog steps, and the ChEES update is formed from every
 chain's start, proposal, end momentum, acceptance probability and w.
 
-The oracle takes the momentum from the transition op's trace (the run op with the standard
+The oracle takes the momentum from the transition op's trace (the sample op with the standard
 target, unit mass and no jitter draws the same, schema.cpp) and integrates in numpy float64, so it
 agrees with the C++ to rounding (1e-12 relative), not bit for bit."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from fused_hmc import ops, philox_numpy
 
-from ._helpers import cuda_cpu_tolerance
+from ._helpers import cuda_cpu_tolerance, run_op
 
 SEED, DIM, CHAINS = 314, 3, 64
 
@@ -47,7 +47,7 @@ def test_each_transition_runs_the_jittered_number_of_steps():
     eps, length, cap, transitions = 0.125, 2.3, 12, 7
     q = torch.randn(CHAINS, DIM, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     steps = torch.zeros(CHAINS, dtype=torch.int64)
-    ops.run(q, "standard", [torch.zeros(DIM, dtype=torch.float64)], [],
+    run_op(q, "standard", [torch.zeros(DIM, dtype=torch.float64)], [],
             torch.tensor([eps], dtype=torch.float64), q.new_empty(0), 0.0, cap, SEED, 0, 0,
             transitions, trajectory_length=length, gradient_evaluations=steps, **_sampling_buffers(
                 CHAINS, DIM))
@@ -74,7 +74,7 @@ def test_one_chees_update_matches_the_oracle(inv_mass):
     m_inv = torch.tensor([inv_mass], dtype=torch.float64)
     chees = torch.tensor([length, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
     f64 = dict(dtype=torch.float64)
-    ops.run(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED, 0,
+    run_op(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED, 0,
             0, 1, dual_averaging=torch.zeros(1, 3, **f64),
             window_mean=torch.zeros(CHAINS, DIM, **f64), window_m2=torch.zeros(CHAINS, DIM, **f64),
             warmup_start=0, num_warmup=1, chees=chees)
@@ -130,7 +130,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
     velocity, acceptance probability and jitter (the oracle's, to rounding; the start and the
     jitter exactly) and leaves chees as it was; the cross-process path's sums of that record
     (fused_hmc.sampling.pooled_ranks over one rank) through pooled_update then give the ChEES
-    state and step size the run op's pooled warm-up forms itself, to rounding (other sum orders)."""
+    state and step size the chain ops' pooled warm-up forms itself, to rounding (other sum orders)."""
     from fused_hmc.sampling.pooled_ranks import ChEESRecord
 
     eps, cap = 0.7, 50
@@ -147,7 +147,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
     record.rows.fill_(float("nan"))
     chees, q = start.clone(), q0.clone()
     buffers = _sampling_buffers(CHAINS, DIM)
-    ops.run(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED,
+    run_op(q, "standard", [mu], [], torch.tensor([eps], **f64), m_inv.clone(), 0.0, cap, SEED,
             0, 0, 1, chees=chees, trajectory_record=record.rows, **buffers)
     assert torch.equal(chees, start)
     x1, velocity, accept = _one_step_oracle(q0, z, m_inv.numpy(), eps, length)
@@ -166,7 +166,7 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
                       max_leapfrog_steps=cap)
 
     kernel_chees, kernel_step = start.clone(), torch.tensor([eps], **f64)
-    ops.run(q0.clone(), "standard", [mu], [], kernel_step, m_inv.clone(), 0.0, cap, SEED, 0, 0, 1,
+    run_op(q0.clone(), "standard", [mu], [], kernel_step, m_inv.clone(), 0.0, cap, SEED, 0, 0, 1,
             dual_averaging=torch.zeros(1, 3, **f64), window_mean=torch.zeros(CHAINS, DIM, **f64),
             window_m2=torch.zeros(CHAINS, DIM, **f64), warmup_start=0, num_warmup=1,
             target_accept=0.651, adapt_step_size=True, chees=kernel_chees)
@@ -199,7 +199,7 @@ def test_cuda_records_what_the_cpu_records(dtype, dim, unit_mass):
         q = q0.to(device, copy=True)  # the op moves q in place: each device starts from q0
         record = torch.full((chains, 3 * dim + 2), float("nan"), device=device, **f64)
         buffers = {k: v.to(device) for k, v in _sampling_buffers(chains, dim).items()}
-        ops.run(q, "diagonal", [mu.to(device), precision.to(device)], [],
+        run_op(q, "diagonal", [mu.to(device), precision.to(device)], [],
                 torch.tensor([0.3], device=device, **f64), inv_mass.to(device), 0.1, 30, SEED, 5,
                 2, 3, chees=torch.tensor([1.1, 0, 0, 0, 1, 1, 0, 0], device=device, **f64),
                 trajectory_record=record, **buffers)
@@ -218,7 +218,7 @@ def test_a_recording_call_with_the_unit_mass_is_one_with_ones():
     out = []
     for inv_mass in (torch.empty(0, **f64), torch.ones(1, DIM, **f64)):
         q, record = q0.clone(), torch.zeros(CHAINS, 3 * DIM + 2, **f64)
-        ops.run(q, "standard", [torch.zeros(DIM, **f64)], [], torch.tensor([0.4], **f64),
+        run_op(q, "standard", [torch.zeros(DIM, **f64)], [], torch.tensor([0.4], **f64),
                 inv_mass, 0.0, 20, SEED, 0, 0, 2,
                 chees=torch.tensor([1.3, 0, 0, 0, 1, 1, 0, 0], **f64), trajectory_record=record,
                 **_sampling_buffers(CHAINS, DIM))

@@ -190,3 +190,13 @@ def test_a_healthy_run_does_not_warn(capsys):
                           "--device", "cpu", "--no-progress")
     assert code == 0 and err == "", err
     assert "exact at stationarity" in out
+
+
+@pytest.mark.parametrize("step, divergent", [("0.1", 0), ("100", 16 * 20)])
+def test_sample_reports_divergences(capsys, step, divergent):
+    """The divergent sampling transitions of all chains: none at a small step on N(0, I); every
+    one at a step of 100 (eps > 2 makes the leapfrog unstable: the energy error grows by about
+    eps^2 = 1e4 per step over L steps, far past 1000)."""
+    code, out, _ = _run(capsys, *SMALL, "--step-size", step)
+    assert code == 0
+    assert f"divergences {divergent} of {16 * 20} sampling transitions" in out

@@ -111,3 +111,41 @@ def test_generator_argument_without_fullgraph_runs_eagerly(device):
     compiled = torch.compile(module)(q)
     assert _same(compiled, eager)
     assert torch.equal(gen.get_state(), eager_state)
+
+
+@pytest.mark.parametrize("mode", ["sample", "warmup"])
+def test_chain_ops_compile_and_equal_eager(device, mode):
+    """The sample and warmup ops (arguments by name, a Tensor[] of chain statistics mutated in
+    place) trace with fullgraph=True and leave the same bits as an eager call."""
+    from fused_hmc import ops
+    from fused_hmc.sampling import chain_statistics
+
+    q0 = _inputs(device, torch.float64, batch=5, dim=3)[0]
+    f64 = dict(dtype=torch.float64, device=device)
+
+    def state():
+        chains = dict(q=q0.clone(), target="standard", target_tensors=[q0.new_zeros(3)],
+                      target_scalars=[], step_size=torch.full((1,), 0.3, **f64),
+                      inv_mass=torch.ones(1, 3, **f64), jitter=0.1, num_leapfrog_steps=3, seed=4,
+                      chain_offset=0, first_transition=0, num_transitions=6,
+                      statistics=chain_statistics.as_list(chain_statistics.zeros(5, device)))
+        if mode == "sample":
+            return dict(chains, mean=q0.new_zeros(5, 3), m2=q0.new_zeros(5, 3))
+        return dict(chains, dual_averaging=q0.new_zeros(1, 3), window_mean=q0.new_zeros(5, 3),
+                    window_m2=q0.new_zeros(5, 3), num_warmup=10, adapt_step_size=True,
+                    adapt_mass_matrix=True)
+
+    op = getattr(ops, mode)
+
+    def run(arguments):
+        op(**arguments)
+        return arguments["q"] * 1
+
+    eager, traced = state(), state()
+    run(eager)
+    torch.compile(run, fullgraph=True)(traced)
+    for name in ("q", "step_size", "inv_mass"):
+        assert torch.equal(eager[name], traced[name]), name
+    for name, a, b in zip(chain_statistics.NAMES, eager["statistics"], traced["statistics"]):
+        assert torch.equal(a, b), name
+    assert int(eager["statistics"][2].sum()) == 5 * 6 * 4  # L + 1 gradient evaluations each

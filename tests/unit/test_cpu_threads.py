@@ -57,6 +57,8 @@ def _result_fields(res) -> dict:
                   accept_count=res.accept_count, mean_accept_prob=res.mean_accept_prob,
                   step_size=res.step_size, inverse_mass=res.inverse_mass,
                   gradients=(res.warmup_gradient_evaluations, res.sampling_gradient_evaluations))
+    fields.update({f"{part}_{name}": t for part in ("chain_statistics", "warmup_chain_statistics")
+                   for name, t in getattr(res, part).items()})
     if res.trajectory_length is not None:
         fields["trajectory_length"] = res.trajectory_length
     return fields
@@ -77,7 +79,7 @@ def test_chain_blocks_run_every_chain_once(batch, block, threads):
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["per_chain", "pooled"])
-def test_gaussian_run_op_is_bitwise_the_same_on_1_2_3_threads(pooled):
+def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled):
     g = torch.Generator().manual_seed(33)
     q0 = 3.0 * torch.randn(97, 6, generator=g, dtype=torch.float32)
     mu = torch.linspace(-1.0, 1.0, 6)

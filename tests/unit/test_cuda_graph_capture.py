@@ -10,6 +10,8 @@ import torch
 import fused_hmc
 from fused_hmc import ops, transition
 
+from ._helpers import run_op
+
 pytestmark = pytest.mark.cuda
 
 REFUSED = "keyed by an explicit seed and cannot be captured in a CUDA graph"
@@ -45,12 +47,12 @@ def _seeded_calls():
         "hmc_step": lambda: fused_hmc.hmc_step(q, mu, rng="philox", seed=0),
         "transition-traced": lambda: ops.transition(q, mu, 0.1, 10, "philox", None, 0, 3,
                                                     trace=True),
-        "run-sampling": lambda: ops.run(q, "standard", [mu], [], step, inv_mass, 0.0, 10, 0, 0,
+        "run-sampling": lambda: run_op(q, "standard", [mu], [], step, inv_mass, 0.0, 10, 0, 0,
                                         0, 5, **stats),
-        "run-sampling-diagonal": lambda: ops.run(
+        "run-sampling-diagonal": lambda: run_op(
             q, "diagonal", [mu, torch.ones_like(mu)], [], step, inv_mass, 0.1, 10, 0, 0, 0, 5,
             samples=torch.zeros(q.shape[0], 5, dim, device="cuda"), **stats),
-        "run-warmup": lambda: ops.run(
+        "run-warmup": lambda: run_op(
             q, "standard", [mu], [], step.clone(), inv_mass.clone(), 0.0, 10, 0, 0, 0, 5,
             dual_averaging=torch.zeros(1, 3, **f64), window_mean=torch.zeros_like(b["mean"]),
             window_m2=torch.zeros_like(b["m2"]), num_warmup=5, windows=[1, 3, 1],

@@ -1,6 +1,6 @@
-"""The run op's CUDA kernels against the CPU build and against the transition op.
+"""The chain ops' CUDA kernels against the CPU build and against the transition op.
 
-The run op's sampling and warm-up kernels share every operation with the CPU build (csrc/math/), sum
+The chain ops' sampling and warm-up kernels share every operation with the CPU build (csrc/math/), sum
 in the same pairwise orders and take exp / log from portable_math.h. Their one difference is the
 momentum: the philox stream's Box-Muller uses CUDA's sincos intrinsics on the device (as curand
 does, which torch-stream parity needs) and libm on the host, so the normals differ in the last bits
@@ -12,7 +12,7 @@ transition's acceptance statistic moves log eps by up to 1.8 / (1 + n / 10)^(1/2
 falls steeply with eps near the stability limit), so it amplifies even float64 rounding differences
 to different paths within ~100 transitions; whole warm-ups are therefore compared with the mass
 adaptation alone, and step-size adaptation over its first few transitions. Exact checks on the
-device: the run op with the standard target, unit mass and no jitter is the transition op's philox
+device: the sample op with the standard target, unit mass and no jitter is the transition op's philox
 transitions bit for bit, per chain (G = B) or shared (G = 1) alike (a different group shape for d >
 128, the same canonical sums); repeated pooled runs are bitwise reproducible (CUDA graph capture of
 these seeded ops is refused: test_cuda_graph_capture.py). The per-coordinate semantics are checked
@@ -26,9 +26,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import ops
-
-from ._helpers import cuda_cpu_tolerance
+from ._helpers import cuda_cpu_tolerance, run_op
 from .test_targets import STATISTICS, make_target, stat_buffers, transition_loop
 
 pytestmark = pytest.mark.cuda
@@ -49,7 +47,7 @@ def _run_tuned(device, q, target, step, inv_mass, jitter, steps, seed, first, n,
     kept = (first + n) // thin - first // thin
     samples = q.new_zeros(q.shape[0], kept, q.shape[1])
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(), step,
+    run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(), step,
             inv_mass, jitter, steps, seed, 3, first, n, thin=thin, samples=samples,
             **dict(zip(STATISTICS, buffers)))
     return [t.cpu() for t in (q, samples, *buffers)]
@@ -116,7 +114,7 @@ def _warmup(device, q, target, step, inv_mass, calls, num_warmup, windows, jitte
     tensors = target.op_tensors(q.dtype, q.device)
     first = 0
     for n in calls:
-        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, jitter, 3, 77,
+        run_op(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, jitter, 3, 77,
                 0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
                 num_warmup=num_warmup, windows=list(windows), target_accept=0.8,
                 adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1])
@@ -173,7 +171,7 @@ def test_dense_above_the_limit_is_refused_on_cuda():
     precision = torch.eye(257, device="cuda")
     buffers = stat_buffers(2, 257, device="cuda")
     with pytest.raises(ValueError, match='target "dense" supports dim <= 256'):
-        ops.run(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
+        run_op(q, "dense", [q[0], precision], [], torch.ones(1, dtype=torch.float64,
                 device="cuda"), torch.ones(1, 257, device="cuda"), 0.0, 1, 0, 0, 0, 1,
                 **dict(zip(STATISTICS, buffers)))
 
@@ -200,7 +198,7 @@ def test_jittered_trajectories_agree_with_cpu(kind, chains, dim, dtype):
         qd, sd, md = [t.to(device, copy=True) for t in (q, step, inv_mass)]
         steps = torch.zeros(chains, dtype=torch.int64, device=device)
         buffers = stat_buffers(chains, dim, device=device)
-        ops.run(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
+        run_op(qd, target.op_target, target.op_tensors(dtype, qd.device), target.op_scalars(),
                 sd, md, 0.1, 40, 11, 0, 0, 6, mean=buffers[0], m2=buffers[1],
                 accept_count=buffers[2], accept_prob_sum=buffers[3], trajectory_length=1.3,
                 gradient_evaluations=steps)
@@ -222,7 +220,7 @@ def _chees_warmup(device, q, target, step, inv_mass, calls, num_warmup, adapt=(T
     tensors = target.op_tensors(q.dtype, q.device)
     first = 0
     for n in calls:
-        ops.run(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, 0.0, 100, 5,
+        run_op(q, target.op_target, tensors, target.op_scalars(), step, inv_mass, 0.0, 100, 5,
                 0, first, n, dual_averaging=da, window_mean=wm, window_m2=wm2, warmup_start=0,
                 num_warmup=num_warmup, windows=[10, 10, 10], target_accept=0.651,
                 adapt_step_size=adapt[0], adapt_mass_matrix=adapt[1], chees=chees,

@@ -17,6 +17,7 @@ from fused_hmc.sampling.kernel import ChainKernel, dense_factor
 from fused_hmc.sampling.warmup import WarmupSettings
 from fused_hmc.targets import DenseGaussian, DiagonalGaussian, StandardGaussian
 
+from ._helpers import run_op
 from .test_sampler import assert_results_equal
 from .test_sampler_ctrl_c import _sigint_after_call, sigint_handler  # noqa: F401 - a fixture
 
@@ -366,19 +367,17 @@ def test_the_op_names_a_bad_dense_argument():
                 warmup_start=0, num_warmup=10, windows=[], target_accept=0.8,
                 adapt_step_size=True, adapt_mass_matrix=True)
     with pytest.raises(ValueError, match="window_m2 must have shape"):
-        fused_hmc.ops.run(**base, inv_mass=torch.eye(d, **f64)[None],
-                          window_m2=torch.zeros(chains, d, **f64), **warm)
+        run_op(**base, inv_mass=torch.eye(d, **f64)[None],
+               window_m2=torch.zeros(chains, d, **f64), **warm)
     with pytest.raises(ValueError, match="inv_mass .*must have shape"):
-        fused_hmc.ops.run(**base, inv_mass=torch.eye(d + 1, **f64)[None],
-                          window_m2=torch.zeros(chains, d, d, **f64), **warm)
+        run_op(**base, inv_mass=torch.eye(d + 1, **f64)[None],
+               window_m2=torch.zeros(chains, d, d, **f64), **warm)
     big = LIMITS["kMaxDenseMassDim"] + 1
     with pytest.raises(ValueError, match="supports d <= "):
-        fused_hmc.ops.run(**{**base, "q": torch.randn(1, big, **f64),
-                             "target_tensors": [torch.zeros(big, **f64)]},
-                          inv_mass=torch.eye(big, **f64)[None], mean=torch.zeros(1, big, **f64),
-                          m2=torch.zeros(1, big, **f64),
-                          accept_count=torch.zeros(1, dtype=torch.int64),
-                          accept_prob_sum=torch.zeros(1, **f64))
+        run_op(**{**base, "q": torch.randn(1, big, **f64),
+                  "target_tensors": [torch.zeros(big, **f64)]},
+               inv_mass=torch.eye(big, **f64)[None], mean=torch.zeros(1, big, **f64),
+               m2=torch.zeros(1, big, **f64))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -75,6 +75,9 @@ def test_shards_are_the_one_process_run_bit_for_bit(ranks, one_process):
                  "var"):
         joined = torch.cat([r["result"][name] for r in ranks])
         assert torch.equal(joined, getattr(one_process, name)), name
+    for name, t in one_process.chain_statistics.items():
+        joined = torch.cat([r["result"]["chain_statistics"][name] for r in ranks])
+        assert torch.equal(joined, t), name
     assert [r["result"]["chain_offset"] for r in ranks] == [
         worker.shard(k, world).start for k in range(world)]
     assert {r["result"]["seed"] for r in ranks} == {worker.SEED}
@@ -93,6 +96,13 @@ def test_global_summary_is_the_one_process_statistics(ranks, one_process):
         assert g.transitions == worker.CHAINS * worker.SAMPLES
         np.testing.assert_allclose(g.mean_accept_prob,
                                    one_process.mean_accept_prob.mean().item(), rtol=1e-12)
+        # every chain statistic, summed over every rank's chains (integers exactly)
+        assert list(g.statistics) == list(one_process.chain_statistics)
+        for name, t in one_process.chain_statistics.items():
+            if t.dtype == torch.int64:
+                assert g.statistics[name] == int(t.sum()), name
+            else:
+                np.testing.assert_allclose(g.statistics[name], float(t.sum()), rtol=1e-12)
         # The very chains and draws a one-process summary() diagnoses, so the same ESS / R-hat.
         mine, theirs = g.diagnose(), diagnostics.diagnose(
             one_process.samples, max_dims=diagnostics.SUMMARY_ROWS,
@@ -211,7 +221,7 @@ def test_restarts_draw_the_same_donors_across_ranks(ranks):
                                                  ("fails_in_pooled_warmup", "injected failure"),
                                                  ("fails_in_first_phase", "injected failure")])
 def test_an_error_on_one_rank_ends_every_rank(ranks, scenario, own_error):
-    """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its run op in the middle
+    """Rank 1 fails (a NaN start; run(0), also before a pooled warm-up; its chain ops in the middle
     of a pooled warm-up, or in its per-chain first phase): it raises its error, every other rank
     RuntimeError, at once (the process group's timeout is 30 s)."""
     for k, r in enumerate(ranks):

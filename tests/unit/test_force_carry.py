@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import CppTarget, ops
+from fused_hmc import CppTarget
 
-from ._helpers import run_op_state
+from ._helpers import run_op, run_op_state
 from .test_cpp_target import DIM, NAMES, SOURCE, data, log_prob, points
 
 CHAINS, TRANSITIONS, STEPS, SEED = 37, 6, 5, 21
@@ -49,7 +49,7 @@ def _run(target: CppTarget, mode: str, device: str, dtype: torch.dtype, calls: l
     for n in calls:
         if mode == "sampling":  # Welford's count goes on across calls
             options["kept_before"] = first
-        ops.run(q, name, tensors, target.op_scalars(), step_size, inv_mass, 0.0, cap, SEED, 0,
+        run_op(q, name, tensors, target.op_scalars(), step_size, inv_mass, 0.0, cap, SEED, 0,
                 first, n, **s, **options)
         first += n
     return dict(q=q, step_size=step_size, inv_mass=inv_mass, **s)

@@ -10,6 +10,8 @@ import torch
 import fused_hmc
 from fused_hmc import ops
 
+from ._helpers import run_op
+
 B, D = 3, 4
 
 
@@ -35,7 +37,7 @@ def test_q_requiring_grad_is_refused_on_every_entry_point(device):
                                                                      0, 0),
         "traced op": lambda: ops.transition(q, mu, 0.1, 2, "philox", None, 0, trace=True),
         "given-noise op": lambda: ops.transition(q, mu, 0.1, 2, "given", momentum=p, uniform=u),
-        "run op": lambda: _sample(q.detach().clone().requires_grad_(), "standard", 1,
+        "chain ops": lambda: _sample(q.detach().clone().requires_grad_(), "standard", 1,
                                   _run_buffers(device, q.shape[0], q.shape[1])),
         "HMC module": lambda: fused_hmc.HMC(3).to(device)(q),
     }
@@ -54,10 +56,10 @@ def test_other_inputs_requiring_grad_are_refused(device):
                                           uniform=u.requires_grad_()))):
         with pytest.raises(ValueError, match=rf"\b{name} requires grad.*{name}\.detach\(\)"):
             fused_hmc.hmc_step(q, **kwargs)
-    # the run op's target tensors: q moves as a function of them, but would carry no gradient
+    # the chain ops' target tensors: q moves as a function of them, but would carry no gradient
     mu = mu.detach().requires_grad_()
     with pytest.raises(ValueError, match=r"\bmu requires grad.*mu\.detach\(\)"):
-        ops.run(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64,
+        run_op(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64,
                                                     device=device),
                 torch.ones(1, 3, device=device), 0.0, 2, 0, 0, 0, 2,
                 **{k: v for k, v in _run_buffers(device, 8, 3).items() if "window" not in k})
@@ -117,17 +119,17 @@ def _target(q, target):
 
 
 def _sample(q, target, groups, buffers):
-    """The run op sampling two transitions (G = groups), keeping no draws."""
+    """The sample op running two transitions (G = groups), keeping no draws."""
     f64 = dict(dtype=torch.float64, device=q.device)
-    ops.run(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
+    run_op(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
             torch.ones(groups, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 2, 0, 0, 0, 2,
             **{k: buffers[k] for k in ("mean", "m2", "accept_count", "accept_prob_sum")})
 
 
 def _warmup(q, target, groups, buffers):
-    """The run op warming up two transitions of ten (G = groups)."""
+    """The warmup op running two transitions of ten (G = groups)."""
     f64 = dict(dtype=torch.float64, device=q.device)
-    ops.run(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
+    run_op(q, target, _target(q, target), [], torch.full((groups,), 0.1, **f64),
             torch.ones(groups, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 2, 0, 0, 0, 2,
             dual_averaging=torch.zeros(groups, 3, **f64), window_mean=buffers["window_mean"],
             window_m2=buffers["window_m2"], num_warmup=10, windows=[3, 5, 2],

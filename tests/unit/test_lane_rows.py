@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fused_hmc import CppTarget, ops
+from fused_hmc import CppTarget
+
+from ._helpers import run_op
 
 N, K = 37, 3  # rows (not a multiple of the lanes: the lanes' shares differ in size), predictors
 DIM = K + 1  # the coefficients, then the intercept
@@ -125,12 +127,16 @@ def test_check_passes_against_autograd(rows):
 
 
 def test_lanes_take_the_share_functions():
-    with pytest.raises(ValueError, match=r"lanes must be \"auto\" or one of \[1, 2, 4, 8, 16, 32\], "
-                                         r"got 3"):
+    with pytest.raises(ValueError, match=r"lanes must be \"auto\" or one of \[1, 2, 4, 8, 16, 32, "
+                                         r"64, 128, 256\], got 3"):
         CppTarget(SHARE, DIM, lanes=3)
-    for bad in (0, 64, True, 2.0, "Auto"):
+    for bad in (0, 512, True, 2.0, "Auto"):
         with pytest.raises(ValueError, match="lanes must be"):
             CppTarget(SHARE, DIM, lanes=bad)
+    # Block lanes need P = 256 partials, which only data of 65,536 rows or more have.
+    with pytest.raises(ValueError, match=r"lanes=64 is more than the data's row partials P = 32 "
+                                         r"\(with 37 rows"):
+        CppTarget(SHARE, DIM, data=_data(), lanes=64)
     plain = "template <typename T, typename Data> FUSED_HMC_HD T log_density(const T* x, " \
             "const Data& data) { return -x[0] * x[0]; }"
     with pytest.raises(ValueError, match=r"no log_density_rows \(lanes=4\).*fused_hmc::Rows"):
@@ -159,7 +165,7 @@ def _sample_run(target: CppTarget, q: torch.Tensor, transitions: int):
                  accept_count=torch.zeros(chains, dtype=torch.int64, device=device),
                  accept_prob_sum=torch.zeros(chains, **f64),
                  gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
-    ops.run(q, target.op_name(q.dtype, device, chains=chains), target.op_tensors(q.dtype, device),
+    run_op(q, target.op_name(q.dtype, device, chains=chains), target.op_tensors(q.dtype, device),
             target.op_scalars(), torch.tensor([0.2], **f64), torch.empty(0, dtype=q.dtype,
                                                                           device=device),
             0.1, 12, 2026, 0, 0, transitions, trajectory_length=1.1, **stats)

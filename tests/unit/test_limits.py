@@ -1,6 +1,6 @@
 """The constants C++ and Python share: fused_hmc._limits parses csrc/math/limits.h at import, with
 nothing built; here the parse is checked against the compiled library's own values, and the target
-registry's built-in names against the three the Python targets pass to the run op."""
+registry's built-in names against the three the Python targets pass to the chain ops."""
 from __future__ import annotations
 
 import re

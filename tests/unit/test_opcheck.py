@@ -1,8 +1,8 @@
 """torch.library.opcheck on every operator the extension registers: schema (mutation annotations,
 aliasing), autograd registration, the fake impls against the real kernels (shapes, dtypes,
 strides), and AOT dispatch, on CPU and (marked cuda) CUDA, float32 and float64: the transition op
-in each noise mode, traced and not, and for a non-contiguous q; the run op sampling and warming up,
-for each target, with shared (G = 1, pooled) and per-chain (G = B) step sizes. The list of
+in each noise mode, traced and not, and for a non-contiguous q; the sample and warmup ops for each
+target, with shared (G = 1, pooled) and per-chain (G = B) step sizes. The list of
 operators comes from the dispatcher (both libraries, fused_hmc and fused_hmc_testing), so an
 operator added without samples here fails test_every_registered_op_has_samples.
 """
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fused_hmc import _build
+from fused_hmc.sampling import chain_statistics
 
 from ._helpers import randn, seeded_generator
 
@@ -28,11 +29,14 @@ def _state(device, dtype, transposed=False):
 
 
 def _statistics(device):
-    """mean, m2 [B, d] float64, accept_count [B] int64, accept_prob_sum [B] float64."""
+    """The chain statistics (zeros, in the def's order and dtypes)."""
+    return chain_statistics.as_list(chain_statistics.zeros(B, device))
+
+
+def _moments(device):
+    """mean, m2 [B, d] float64."""
     return dict(mean=torch.zeros(B, D, device=device, **_F64),
-                m2=torch.zeros(B, D, device=device, **_F64),
-                accept_count=torch.zeros(B, dtype=torch.long, device=device),
-                accept_prob_sum=torch.zeros(B, device=device, **_F64))
+                m2=torch.zeros(B, D, device=device, **_F64))
 
 
 def _chees_state(device):
@@ -70,13 +74,14 @@ def _philox4x32(device, dtype):
     return [((counters, 0x1234_5678_9ABC_DEF0), {})]
 
 
-def _run(device, dtype):
-    """Sampling (draws kept and thinned, none kept as None and as an empty tensor; once with an
-    empty inv_mass, the unit mass) and warm-up
-    (given windows and Stan's; both adaptations or the step size only), each target with G = 1 and
-    G = B; and for each target ChEES's pooled warm-up and a sampling call recording for it."""
+def _chain_ops(device, dtype):
+    """{op: samples} of the sample op (draws kept and thinned, none kept as None and as an empty
+    tensor; once with an empty inv_mass, the unit mass) and the warmup op (given windows and
+    Stan's; both adaptations or the step size only), each target with G = 1 and G = B; for
+    each target ChEES's pooled warm-up and a sampling call recording for it; and on the CPU a
+    dense mass (its factors [G, d, d]) for both ops."""
     q, mu = _state(device, dtype)
-    samples = []
+    sample, warmup = [], []
     pairs = zip(_targets(device, dtype, mu) * 2, (1, B, 1, B, 1, B))
     for i, ((name, tensors), groups) in enumerate(pairs):
         step = torch.full((groups,), 0.3, device=device, **_F64)
@@ -87,30 +92,40 @@ def _run(device, dtype):
         kept = [torch.zeros(B, 2, D, dtype=dtype, device=device), None,
                 torch.empty(0, dtype=dtype, device=device)][i % 3]
         thin = 2 if i % 3 == 0 else 1  # transitions 3..6, thin 2: two kept
-        samples.append(((q.clone(), *head, 3, 4),
-                        dict(thin=thin, kept_before=1, samples=kept, **_statistics(device))))
-        warmup = dict(dual_averaging=torch.zeros(groups, 3, device=device, **_F64),
-                      window_mean=torch.zeros(B, D, device=device, **_F64),
-                      window_m2=torch.zeros(B, D, device=device, **_F64), warmup_start=0,
-                      num_warmup=40, windows=[5, 5, 5] if i % 2 else [], target_accept=0.8,
-                      adapt_step_size=True, adapt_mass_matrix=i != 4)
-        samples.append(((q.clone(), *warm_head, 0, 20), warmup))
+        sample.append(((q.clone(), *head, 3, 4, _statistics(device)),
+                       dict(thin=thin, kept_before=1, samples=kept, **_moments(device))))
+        adaptation = dict(dual_averaging=torch.zeros(groups, 3, device=device, **_F64),
+                          window_mean=torch.zeros(B, D, device=device, **_F64),
+                          window_m2=torch.zeros(B, D, device=device, **_F64), warmup_start=0,
+                          num_warmup=40, windows=[5, 5, 5] if i % 2 else [],
+                          target_accept=0.8, adapt_step_size=True,
+                          adapt_mass_matrix=i != 4)
+        warmup.append(((q.clone(), *warm_head, 0, 20, _statistics(device)), adaptation))
         if groups == 1 and i < 3:  # ChEES: its pooled warm-up, and sampling that records for it
-            samples.append(((q.clone(), *warm_head, 0, 20),
-                            dict(warmup, chees=_chees_state(device))))
+            warmup.append(((q.clone(), *warm_head, 0, 20, _statistics(device)),
+                           dict(adaptation, chees=_chees_state(device))))
             record = torch.zeros(B, 3 * D + 2, device=device, **_F64)
-            samples.append(((q.clone(), *head, 3, 1),
-                            dict(chees=_chees_state(device), trajectory_record=record,
-                                 **_statistics(device))))
+            sample.append(((q.clone(), *head, 3, 1, _statistics(device)),
+                           dict(chees=_chees_state(device), trajectory_record=record,
+                                **_moments(device))))
         if device == "cpu" and i < 3:  # a dense mass (CPU only): its factors [G, d, d]
             factor = (torch.eye(D, dtype=dtype, device=device) * 0.9).expand(
                 groups, D, D).contiguous()
             dense_head = (name, tensors, [], step, factor, 0.2, 4, 7, 0)
-            samples.append(((q.clone(), *dense_head, 3, 4),
-                            dict(thin=thin, kept_before=1, samples=kept, **_statistics(device))))
-            samples.append(((q.clone(), *dense_head, 0, 20),
-                            dict(warmup, window_m2=torch.zeros(B, D, D, device=device, **_F64))))
-    return samples
+            sample.append(((q.clone(), *dense_head, 3, 4, _statistics(device)),
+                           dict(thin=thin, kept_before=1, samples=kept, **_moments(device))))
+            warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
+                           dict(adaptation,
+                                window_m2=torch.zeros(B, D, D, device=device, **_F64))))
+    return {"sample": sample, "warmup": warmup}
+
+
+def _sample(device, dtype):
+    return _chain_ops(device, dtype)["sample"]
+
+
+def _warmup(device, dtype):
+    return _chain_ops(device, dtype)["warmup"]
 
 
 def _pooled_update(device, dtype):
@@ -130,7 +145,8 @@ def _pooled_update(device, dtype):
 
 SAMPLES = {
     "fused_hmc::transition": _transition,
-    "fused_hmc::run": _run,
+    "fused_hmc::sample": _sample,
+    "fused_hmc::warmup": _warmup,
     "fused_hmc::pooled_update": _pooled_update,
     "fused_hmc_testing::philox4x32": _philox4x32,
 }
@@ -163,13 +179,13 @@ def test_opcheck(device, name, dtype):
     _opcheck(name, device, dtype)
 
 
-def test_run_samples_cover_each_mode_target_and_grouping():
-    """The run op's samples: every target sampled and warmed up, each with G = 1 and G = B."""
+def test_chain_op_samples_cover_each_target_and_grouping():
+    """The sample and warmup ops' samples: every target, each with G = 1 and G = B."""
     seen = set()
-    for args, kwargs in _run("cpu", torch.float32):
-        mode = "warmup" if kwargs.get("dual_averaging") is not None else "sampling"
-        seen.add((mode, args[1], "pooled" if args[4].shape[0] == 1 else "per-chain"))
-    assert seen == {(m, t, g) for m in ("sampling", "warmup")
+    for mode, samples in _chain_ops("cpu", torch.float32).items():
+        for args, _ in samples:
+            seen.add((mode, args[1], "pooled" if args[4].shape[0] == 1 else "per-chain"))
+    assert seen == {(m, t, g) for m in ("sample", "warmup")
                     for t in ("standard", "diagonal", "dense") for g in ("pooled", "per-chain")}
 
 

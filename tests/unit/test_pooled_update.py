@@ -1,6 +1,6 @@
 """The pooled_update op (a warm-up pooled over several processes applies it after each transition)
 against Stan's adaptation written out (tests/unit/test_warmup.py's StanStepSize, the regularised
-variance), and its argument checks. The op shares its update with the run op's pooled warm-up
+variance), and its argument checks. The op shares its update with the chain ops' pooled warm-up
 (csrc/math/adaptation/warmup_update.h); test_distributed compares the two end to end."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The long-chain sampler (the run op and the driver): contract, exactness, invariances."""
+"""The long-chain sampler (the chain ops and the driver): contract, exactness, invariances."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ import fused_hmc
 from fused_hmc import ops
 from fused_hmc.sampling import resources
 
-from ._helpers import randn, seeded_generator
+from ._helpers import randn, run_op, seeded_generator
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -29,17 +29,24 @@ def _run(q0, n, **kw):
     return fused_hmc.sample(q0, n, **kw)
 
 
+def _assert_equal(x, y, name):
+    if isinstance(x, torch.Tensor):
+        assert isinstance(y, torch.Tensor), name
+        assert x.shape == y.shape and x.dtype == y.dtype, name
+        assert torch.equal(x.nan_to_num(7.0), y.nan_to_num(7.0)), name
+        assert torch.equal(x.isnan(), y.isnan()), name
+    elif isinstance(x, dict) and any(isinstance(v, torch.Tensor) for v in x.values()):
+        assert isinstance(y, dict) and list(x) == list(y), name  # the same names, in order
+        for key in x:
+            _assert_equal(x[key], y[key], f"{name}[{key!r}]")
+    else:
+        assert x == y, name
+
+
 def assert_results_equal(a, b):
-    """Bitwise equality of every field (NaNs equal)."""
+    """Bitwise equality of every field (NaNs equal; chain statistics name by name)."""
     for name in a._fields:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, torch.Tensor):
-            assert isinstance(y, torch.Tensor), name
-            assert x.shape == y.shape and x.dtype == y.dtype, name
-            assert torch.equal(x.nan_to_num(7.0), y.nan_to_num(7.0)), name
-            assert torch.equal(x.isnan(), y.isnan()), name
-        else:
-            assert x == y, name
+        _assert_equal(getattr(a, name), getattr(b, name), name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -205,16 +212,16 @@ def test_progress_bar_without_terminal(device, capfd):
 
 
 def _patch_run(monkeypatch, on_call):
-    """Wraps the run op; records each call's first_transition."""
-    real = ops.run
+    """Wraps the sample op; records each call's first_transition."""
+    real = ops.sample
     calls = []
 
-    def patched(*args, **kwargs):
-        calls.append(args[10])  # first_transition
+    def patched(**kwargs):
+        calls.append(kwargs["first_transition"])
         on_call(len(calls))
-        return real(*args, **kwargs)
+        return real(**kwargs)
 
-    monkeypatch.setattr(ops, "run", patched)
+    monkeypatch.setattr(ops, "sample", patched)
     return calls
 
 
@@ -271,7 +278,7 @@ def test_memory_check_comes_before_the_warmup(monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("an op ran before the memory check")
 
-    for name in ("run", "transition"):
+    for name in ("sample", "warmup", "transition"):
         monkeypatch.setattr(ops, name, must_not_run)
     q0 = _q0("cpu", chains=4, dim=2)
     with pytest.raises(fused_hmc.SamplesTooLargeError, match="keep_samples=False"):
@@ -283,15 +290,14 @@ def test_memory_check_comes_before_the_warmup(monkeypatch):
 
 
 def _first_draws_buffer(monkeypatch) -> list[int]:
-    """Records the data pointer of the draws buffer of each sampling call of the run op."""
-    real, pointers = ops.run, []
+    """Records the data pointer of the draws buffer of each call of the sample op."""
+    real, pointers = ops.sample, []
 
-    def patched(*args, **kwargs):
-        if kwargs.get("dual_averaging") is None:
-            pointers.append(kwargs["samples"].data_ptr())
-        return real(*args, **kwargs)
+    def patched(**kwargs):
+        pointers.append(kwargs["samples"].data_ptr())
+        return real(**kwargs)
 
-    monkeypatch.setattr(ops, "run", patched)
+    monkeypatch.setattr(ops, "sample", patched)
     return pointers
 
 
@@ -386,7 +392,7 @@ def test_op_checks_its_buffers():
                 accept_prob_sum=torch.zeros(2, dtype=torch.float64))
 
     def call(**over):
-        ops.run(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64),
+        run_op(q, "standard", [mu], [], torch.full((1,), 0.1, dtype=torch.float64),
                 torch.ones(1, 3), 0.0, 3, 0, 0, 0, 4, **{**good, **over})
 
     call()
@@ -396,7 +402,7 @@ def test_op_checks_its_buffers():
         call(samples=torch.empty(2, 3, 3))
     with pytest.raises(TypeError, match="mean must be"):
         call(mean=torch.zeros(2, 3))
-    with pytest.raises(TypeError, match="accept_count must be"):
+    with pytest.raises(TypeError, match=r"statistics\[0\] \(accept_count\) must be Long"):
         call(accept_count=torch.zeros(2))
     with pytest.raises(ValueError, match="m2 must have shape"):
         call(m2=torch.zeros(3, 2, dtype=torch.float64))
@@ -478,7 +484,7 @@ def _op_buffers(chains, dim, device):
 
 def _op_run(q, first, n, samples, buf, kept_before, thin=1):
     mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
-    ops.run(q, "standard", [mu], [], torch.full((1,), 1.1, dtype=torch.float64, device=q.device),
+    run_op(q, "standard", [mu], [], torch.full((1,), 1.1, dtype=torch.float64, device=q.device),
             torch.ones(1, q.shape[1], dtype=q.dtype, device=q.device), 0.0, 3, 99, 0, first, n,
             thin=thin, kept_before=kept_before, samples=samples, **buf)
 

@@ -38,20 +38,19 @@ MODES = ("sampling", "warmup")
 
 
 def _sigint_after_call(monkeypatch, mode: str, call: int) -> list[int]:
-    """Patches ops.run to send SIGINT right after its `call`-th call in `mode` ("sampling": no
-    dual_averaging; "warmup": dual_averaging given) returns."""
+    """Patches the op of `mode` (ops.sample for "sampling", ops.warmup for "warmup") to send
+    SIGINT right after its `call`-th call returns."""
     assert mode in MODES
-    real, calls = ops.run, []
+    name = "sample" if mode == "sampling" else "warmup"
+    real, calls = getattr(ops, name), []
 
-    def patched(*args, **kwargs):
-        real(*args, **kwargs)
-        if MODES[kwargs.get("dual_averaging") is not None] != mode:
-            return
+    def patched(**kwargs):
+        real(**kwargs)
         calls.append(len(calls) + 1)
         if len(calls) == call:
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(ops, "run", patched)
+    monkeypatch.setattr(ops, name, patched)
     return calls
 
 

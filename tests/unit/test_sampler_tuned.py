@@ -52,7 +52,7 @@ def test_default_path_is_the_seed_sampler():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
-    """The run op with an identity-scale target, unit inverse mass and no jitter gives the
+    """The chain ops with an identity-scale target, unit inverse mass and no jitter gives the
     seed sampler's result bit for bit (draws, Welford moments, acceptance)."""
     q0 = _q0(dtype=dtype)
     mu = torch.linspace(-1, 1, 5, dtype=torch.float64)
@@ -120,19 +120,23 @@ def test_resume_after_warmup():
     assert torch.equal(rest.final_state, whole.final_state)
 
 
+def _not_called(**kwargs):
+    raise AssertionError("a sampling call")
+
+
 def test_ctrl_c_during_warmup(monkeypatch):
     q0 = _q0()
     whole = _run(q0, 10, **WARM)
-    real, calls = ops.run, []
+    real, calls = ops.warmup, []
 
-    def patched(*args, **kwargs):
-        assert kwargs.get("dual_averaging") is not None  # warm-up calls only
-        calls.append(args[10])  # first_transition
+    def patched(**kwargs):
+        calls.append(kwargs["first_transition"])
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real(**kwargs)
 
-    monkeypatch.setattr(ops, "run", patched)
+    monkeypatch.setattr(ops, "sample", _not_called)  # warm-up calls only
+    monkeypatch.setattr(ops, "warmup", patched)
     sampler = fused_hmc.Sampler(q0, seed=1234, chunk_size=50, progress=False, **WARM)
     res = sampler.run(10)
     assert calls == [0, 50, 100] and res.interrupted

@@ -63,7 +63,7 @@ def first_blocks_normals(key: int, chains: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def first_momenta(q: torch.Tensor, seed: int) -> torch.Tensor:
-    """The momenta of transition 0 of stream `seed` for q's chains (the run op and the sampler
+    """The momenta of transition 0 of stream `seed` for q's chains (the chain ops and the sampler
     draw these for the same seed, chain and transition)."""
     mu = torch.zeros(q.shape[1], dtype=q.dtype, device=q.device)
     return ops.transition(q, mu, 0.1, 1, "philox", None, as_int64(seed), 0, trace=True)[2]

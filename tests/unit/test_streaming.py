@@ -52,7 +52,7 @@ def test_memory_check_counts_only_the_stream_buffers(tmp_path, monkeypatch):
 def test_a_crashed_stream_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     q0, ck, out = _q0("cpu"), tmp_path / "run.ckpt", tmp_path / "draws"
     whole = _run(q0, 30, chunk_size=4)
-    real_due, real_op, calls = Checkpointer.due, ops.run, []
+    real_due, real_op, calls = Checkpointer.due, ops.sample, []
     monkeypatch.setattr(Checkpointer, "due", lambda self: len(calls) == 2)  # after chunk 2 only
 
     def crashes_in_chunk_5(*args, **kwargs):
@@ -61,11 +61,11 @@ def test_a_crashed_stream_resumes_from_its_checkpoint(tmp_path, monkeypatch):
             raise RuntimeError("node lost")
         real_op(*args, **kwargs)
 
-    monkeypatch.setattr(ops, "run", crashes_in_chunk_5)
+    monkeypatch.setattr(ops, "sample", crashes_in_chunk_5)
     with pytest.raises(RuntimeError, match="node lost"):
         _run(q0, 30, chunk_size=4, out=out, checkpoint=ck)
     monkeypatch.setattr(Checkpointer, "due", real_due)
-    monkeypatch.setattr(ops, "run", real_op)
+    monkeypatch.setattr(ops, "sample", real_op)
     # The store got the draws of chunks 1-4 (8 past the checkpoint's), to be cut back to 8.
     assert DrawStore.open(out).count == 16 and read_checkpoint(ck)[2]["num_kept"] == 8
     resumed = fused_hmc.Sampler.from_checkpoint(ck).run(last=True)

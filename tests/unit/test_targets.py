@@ -1,7 +1,7 @@
-"""The Gaussian target family: pure-torch targets, and the run op's transition against its
+"""The Gaussian target family: pure-torch targets, and the chain ops' transition against its
 reference.
 
-The run op (fused_hmc::run) draws its noise from the philox stream; the tests recover that very
+The sample and warmup ops draw their noise from the philox stream; the tests recover that very
 noise (momentum and uniform through the transition op's trace, the jitter word through the
 test-only philox4x32 op) and feed it to the pure-torch reference ``reference_tuned_step``.
 """
@@ -16,7 +16,7 @@ from fused_hmc import ops, philox_numpy
 from fused_hmc.reference import reference_log_accept_ratio, reference_tuned_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
 
-from ._helpers import as_int64, randn, seeded_generator
+from ._helpers import as_int64, randn, run_op, seeded_generator
 
 DTYPES = [torch.float32, torch.float64]
 KINDS = ["standard", "diagonal", "dense"]
@@ -46,9 +46,9 @@ def stat_buffers(chains, dim, device="cpu"):
 
 def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
               chain_offset=0):
-    """The run op sampling on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
+    """The sample op on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
-    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+    run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
             step_size, inv_mass, jitter, num_steps, seed, chain_offset, first, n, samples=samples,
             **dict(zip(STATISTICS, buffers)))
     return buffers
@@ -56,7 +56,7 @@ def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n,
 
 def transition_loop(q0, mu, step_size, num_steps, seed, chain_offset, first, n):
     """Transitions first .. first + n - 1 of N(mu, I) through the transition op (noise="philox",
-    seed=seed, transition=t), an independent implementation of the run op's standard-target path:
+    seed=seed, transition=t), an independent implementation of the chain ops' standard-target path:
     chain b is stream chain chain_offset + b (the chains below it are computed and dropped; a
     chain's noise does not depend on the batch). Returns (q, draws [B, n, d], accept_count [B],
     accept_prob_sum [B], the latter min(1, exp(log_alpha)) of the float64 reference)."""
@@ -131,7 +131,7 @@ def test_dense_limit_in_the_op():
     d = MAX_DENSE_DIM + 1
     q = torch.zeros(1, d)
     with pytest.raises(ValueError, match=f"supports dim <= {MAX_DENSE_DIM}"):
-        ops.run(q, "dense", [torch.zeros(d), torch.eye(d)], [], torch.ones(1, dtype=torch.float64),
+        run_op(q, "dense", [torch.zeros(d), torch.eye(d)], [], torch.ones(1, dtype=torch.float64),
                 torch.ones(1, d), 0.0, 1, 0, 0, 0, 1, **dict(zip(STATISTICS, stat_buffers(1, d))))
 
 
@@ -153,7 +153,7 @@ def test_dense_at_the_limit_runs():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_standard_unit_mass_equals_the_transition_op(dtype):
-    """The run op on N(mu, I), shared step size, unit inverse mass, no jitter, is the transition
+    """The sample op on N(mu, I), shared step size, unit inverse mass, no jitter, is the transition
     op's philox transitions bit for bit (q, kept draws, acceptance counts; the moments and
     acceptance probabilities to rounding, the latter against the float64 reference's); and every
     target kind written as N(mu, I) (identity precision), shared (G = 1) or per chain (G = B),
@@ -196,7 +196,7 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_transition_matches_reference(kind, dtype, device):
-    """One transition of the run op (per-chain step sizes and inverse masses, jitter 0.15)
+    """One transition of the sample op (per-chain step sizes and inverse masses, jitter 0.15)
     against reference_tuned_step fed the same momentum, uniform and jittered step size (the
     momentum and uniform traced by the transition op on the same device, whose normals are that
     build's Box-Muller).
@@ -257,7 +257,7 @@ def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
         run_tuned(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
         runs[jitter] = q
     plain = q0.clone()
-    ops.run(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
+    run_op(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
             0.0, 3, 9, 0, 0, 6, **dict(zip(STATISTICS, stat_buffers(16, 5))))
     assert torch.equal(runs[0.0], plain)
     assert not torch.equal(runs[0.3], plain)
@@ -270,7 +270,7 @@ def test_op_checks_tuned_arguments():
 
     def call(target="diagonal", tensors=None, step=one, inv_mass=torch.ones(1, 4), jitter=0.0):
         tensors = [mu, torch.ones(4)] if tensors is None else tensors
-        ops.run(q, target, tensors, [], step, inv_mass, jitter, 2, 0, 0, 0, 1,
+        run_op(q, target, tensors, [], step, inv_mass, jitter, 2, 0, 0, 0, 1,
                 **dict(zip(STATISTICS, stat_buffers(3, 4))))
 
     call()

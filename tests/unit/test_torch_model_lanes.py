@@ -143,10 +143,13 @@ def test_auto_lanes_take_the_rows_form_only_where_a_row_loop_splits():
     assert "log_density_rows" not in schools.generated_source
 
 
-def test_lanes_must_be_a_power_of_two_up_to_32():
-    for bad in (3, 64, 2.0, True):
+def test_lanes_must_be_a_power_of_two_up_to_the_row_partials():
+    for bad in (3, 512, 2.0, True):
         with pytest.raises(ValueError, match='lanes must be "auto" or one of'):
             TorchModel(mixture_fn, MIXTURE_PARAMS, data=mixture_data(), lanes=bad)
+    # Block lanes need P = 256 partials: data of 65,536 rows or more (test_block_lanes.py).
+    with pytest.raises(ValueError, match="lanes=64 is more than the data's row partials P = 32"):
+        TorchModel(mixture_fn, MIXTURE_PARAMS, data=mixture_data(), lanes=64)
 
 
 @pytest.mark.slow

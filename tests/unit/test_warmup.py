@@ -1,4 +1,4 @@
-"""Warm-up adaptation (fused_hmc::run given dual_averaging) against a pure-Python Stan.
+"""Warm-up adaptation (the fused_hmc::warmup op) against a pure-Python Stan.
 
 The oracle follows Stan's stepsize_adaptation / windowed_adaptation / diag_e adaptation literally
 (restart() and set_mu() at each window end, the variance of the window's stored draws computed in
@@ -6,7 +6,7 @@ one pass by torch), with one departure from Stan: a per-chain step size's dual a
 terminal fast interval uses gamma = 0.25 (csrc/math/adaptation/warmup_update.h says why; issue 32).
 It shares no code with the op, and is run in lock step with it: before every op
 transition the oracle gets the same state, and the transition's acceptance statistic comes from
-the run op sampling (the same transition, checked equal), so each step's adaptation is compared on
+the chain ops sampling (the same transition, checked equal), so each step's adaptation is compared on
 its own.
 """
 from __future__ import annotations
@@ -16,12 +16,11 @@ import math
 import pytest
 import torch
 
-from fused_hmc import ops
 from fused_hmc.sampling.warmup import WarmupSettings
-
-from ._windows_reference import warmup_windows
 from fused_hmc.targets import DiagonalGaussian
 
+from ._helpers import run_op
+from ._windows_reference import warmup_windows
 from .test_targets import make_target, run_tuned
 
 STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
@@ -54,7 +53,7 @@ def _ops_state(q0, groups, eps0, inv_mass0):
 
 def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows, settings,
                chain_offset=0):
-    ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+    run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
             s["step"], s["inv"], jitter, steps, seed, chain_offset, first, n,
             dual_averaging=s["da"], window_mean=s["wm"], window_m2=s["wm2"], warmup_start=0,
             num_warmup=num_warmup, windows=list(windows), target_accept=settings.target_accept,
@@ -233,7 +232,7 @@ def test_warmup_op_checks_its_arguments():
 
     def call(first=0, n=10, warmup_start=0, num_warmup=100, windows=(75, 25, 50),
              target_accept=0.8, da=None, wm=None):
-        ops.run(q, target.op_target, target.op_tensors(q.dtype, q.device), [], s["step"],
+        run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), [], s["step"],
                 s["inv"], 0.0, 2, 0, 0, first, n, dual_averaging=s["da"] if da is None else da,
                 window_mean=s["wm"] if wm is None else wm, window_m2=s["wm2"],
                 warmup_start=warmup_start, num_warmup=num_warmup, windows=list(windows),

@@ -21,9 +21,10 @@
 // maximum (T 4.2 against 1.4); the form above lands at the first there, but at the second on
 // scales 0.01 .. 100. Which to prefer is open.)
 // then one Adam step of ascent on log T (learning rate 0.025, beta 0.9 / 0.999, eps 1e-8) from
-// log T, the step clipped to +-0.35, a moving average of log T with weight k^-0.5 after the k-th
-// update, and T = exp(average) clipped to [eps', cap eps'] (eps': the next transition's step
-// size). Sums over chains follow chunk_sum.h's pairwise order over the chain index, sums over
+// the moving average of log T (log T0 before the first update), the step clipped to +-0.35, a
+// moving average of log T with weight k^-0.5 after the k-th update, and T = exp(average) clipped
+// to [eps', cap eps'] (eps': the next transition's step size). The clip bounds the transitions'
+// T only: the average, not the clipped T, is where the next step starts. Sums over chains follow chunk_sum.h's pairwise order over the chain index, sums over
 // coordinates run in coordinate order, and every operation is correctly rounded (exp / log from
 // portable_math.h), so the CPU and CUDA builds adapt alike bit for bit.
 #pragma once
@@ -91,7 +92,13 @@ FHMC_HD bool is_finite_value(double v) { return v - v == 0.0; }
 FHMC_HD void chees_update(ChEESState& s, double weighted_gradient_sum, double weight_sum,
                           double next_step_size, int cap) {
   const double g = div_rn(weighted_gradient_sum, add_rn(weight_sum, kChEESWeightFloor));
-  const double log_length = portable_log(s.trajectory_length);
+  // Adam ascends from the moving average, not from the clipped T: the clip bounds the T a
+  // transition runs with, and its lower bound is the next step size, which spikes to about 10x
+  // for the transition after each dual averaging restart (mu = log(10 eps) at a slow window's
+  // end). Ascending from the clipped T moved log T a weight k^-1/2 of the way to that spike at
+  // every window's end, and pushed the warm-up past the criterion's first minimum.
+  const double log_length =
+      s.updates > 0.0 ? s.log_length_average : portable_log(s.trajectory_length);
   double next_log = log_length;
   if (is_finite_value(g)) {
     s.updates = add_rn(s.updates, 1.0);

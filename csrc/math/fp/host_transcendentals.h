@@ -33,10 +33,14 @@ FHMC_HD float bits_float(uint32_t u) {
 // log(a) as libdevice computes it: a = 2^e m with m in [2/3, 4/3) (subnormals scaled by 2^23
 // first), f = m - 1, log a = e ln2 + f - f^2/2 + f^3 P(f). Every float32 input, specials included.
 FHMC_HD float libdevice_logf(float a) {
-  const bool subnormal = a < 1.17549435e-38f;  // FLT_MIN; false for NaN
-  const float x = subnormal ? a * 8388608.0f : a;
+  // The choices are made on the bits, between values computed unconditionally: selects that a
+  // vector loop makes in lanes (a float comparison or a branch stops GCC's vectoriser under its
+  // default -ftrapping-math).
+  const uint32_t ia = float_bits(a);
+  const bool subnormal = static_cast<int32_t>(ia) < 0x00800000;  // below FLT_MIN, not NaN
+  const uint32_t ix = subnormal ? float_bits(a * 8388608.0f) : ia;
+  const float x = bits_float(ix);
   const float e_adjust = subnormal ? -23.0f : 0.0f;
-  const uint32_t ix = float_bits(x);
   const uint32_t e_bits = (ix - 0x3f2aaaabu) & 0xff800000u;  // the exponent, in place
   const float f = bits_float(ix - e_bits) - 1.0f;
   const float e = std::fma(static_cast<float>(static_cast<int32_t>(e_bits)), 0x1p-23f,
@@ -52,10 +56,11 @@ FHMC_HD float libdevice_logf(float a) {
   float q = std::fma(f, p, -0.5f);
   q = f * q;
   q = std::fma(f, q, f);
-  float r = std::fma(e, 0x1.62e430p-1f, q);  // ln 2 in float
+  const float r = std::fma(e, 0x1.62e430p-1f, q);  // ln 2 in float
   // +inf -> +inf; NaN and negatives (ix >= 0x80000000) -> NaN; zero -> -inf
-  r = ix >= 0x7f800000u ? std::fma(x, INFINITY, INFINITY) : r;
-  return x == 0.0f ? -INFINITY : r;
+  const uint32_t special = float_bits(std::fma(x, INFINITY, INFINITY));
+  const uint32_t finite = ix >= 0x7f800000u ? special : float_bits(r);
+  return bits_float((ix & 0x7fffffffu) == 0 ? 0xff800000u : finite);
 }
 
 // sin v and cos v for v in [0, 2 pi] (Box-Muller's angle), within an ulp: in float64,
@@ -66,7 +71,10 @@ FHMC_HD void angle_sincos(float v, float& sin_v, float& cos_v) {
   constexpr double kPiOver2Head = 1.5707963267341256;  // 33 significant bits
   constexpr double kPiOver2Tail = 6.0771005065061922e-11;
   const double x = static_cast<double>(v);
-  const double k = std::nearbyint(x * kTwoOverPi);
+  // k = x 2/pi rounded to the nearest integer by the 1.5 * 2^52 shift (exact: 0 <= x 2/pi <= 4),
+  // where nearbyint would be a libm call or a branch in a vector loop
+  constexpr double kRoundShift = 6755399441055744.0;
+  const double k = (x * kTwoOverPi + kRoundShift) - kRoundShift;
   double r = std::fma(-k, kPiOver2Head, x);
   r = std::fma(-k, kPiOver2Tail, r);
   const double r2 = r * r;

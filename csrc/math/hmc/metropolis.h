@@ -63,4 +63,12 @@ FHMC_HD scalar_t accept_probability(scalar_t log_alpha) {
   return log_alpha >= scalar_t(0) ? scalar_t(1) : portable_exp(log_alpha);
 }
 
+// accept_probability(log_alpha), formed only when value() is asked: a sum of them over a chain's
+// transitions may form several at once (the CUDA kernels' lane sums, cuda/lane_group.cuh).
+template <typename scalar_t>
+struct AcceptProbability {
+  scalar_t log_alpha;
+  FHMC_HD scalar_t value() const { return accept_probability(log_alpha); }
+};
+
 }  // namespace fused_hmc

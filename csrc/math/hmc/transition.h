@@ -175,15 +175,24 @@ struct Trajectory {
   double trajectory_length;
 };
 
+// A transition is divergent when its energy error H(proposed) - H(current) = -log_alpha exceeds
+// this or is not finite (Stan's max_deltaH).
+constexpr double kDivergentEnergyError = 1000.0;
+
 // A transition's Metropolis decision, the same in every thread of a group, with the gradient
 // evaluations it spent (its L leapfrog steps, plus one where the force at its start was evaluated,
-// not carried). The acceptance probability (accept_probability's exp) is formed only where used.
+// not carried); math/stats/chain_statistics.def's per-chain statistics are read from it. The
+// acceptance probability (accept_probability's exp) is formed only where used.
 template <typename scalar_t>
 struct TransitionDecision {
   bool accepted;
   scalar_t log_alpha;  // -inf in the threads of a missing chain
   int gradient_evaluations;
   FHMC_HD scalar_t accept_prob() const { return accept_probability(log_alpha); }
+  FHMC_HD AcceptProbability<scalar_t> acceptance() const { return {log_alpha}; }
+  FHMC_HD bool divergent() const {
+    return !(log_alpha >= scalar_t(-kDivergentEnergyError) && log_alpha < scalar_t(INFINITY));
+  }
 };
 
 // Where a transition writes what ChEES needs of its chain (trajectory_adaptation.h): rows of [dim]

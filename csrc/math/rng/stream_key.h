@@ -29,7 +29,7 @@ FHMC_HD uint64_t philox_key_from_seed(uint64_t seed) {
 }
 
 // The native stream of an explicit seed (the schema's int64, read as its 64 bits), for chains of
-// dimension `dim`: the one place the transition op (seed=) and the run op key their noise.
+// dimension `dim`: the one place the transition op (seed=) and the chain ops key their noise.
 template <typename scalar_t>
 FHMC_HD PhiloxStream seeded_stream(int64_t seed, int64_t dim) {
   return {philox_key_from_seed(static_cast<uint64_t>(seed)), 0, momentum_blocks<scalar_t>(dim) + 1};

@@ -3,7 +3,7 @@
 // itself (not x = q - mu), with force f = q - mu, and rounds every leapfrog operation alone, as
 // torch's separate elementwise kernels do (no FMA): p - h f, q + eps p. Its energy term is the
 // standard target's on the displacement d = q - mu, which is f: (d1 - d0)(d1 + d0) + the kinetic
-// part. Not a registered target of the run op (that one is StandardGaussian, fused).
+// part. Not a registered target of the chain ops (that one is StandardGaussian, fused).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@
 //   kPosition    the whole gradient at once from the whole position:
 //                `S log_density_and_gradient(const S* x, S* grad)` returns log p(x) and writes
 //                d log p / dx. Users' models (CppTarget) are of this kind. `kLanes` (a power of
-//                two up to 32) is the threads a chain takes on CUDA; above one, each calls
+//                two up to 256; above 32 the chain is a block) is the threads a chain takes on
+//                CUDA; above one, each calls
 //                `S lane_log_density_and_gradient(const S* x, S* grad, int lane)`, its block of
 //                the partial sums that log_density_and_gradient adds (math/targets/lane_rows.h).
 //
@@ -28,7 +29,7 @@
 //                    dimension it was compiled for (0: any);
 //   kTensorNames     the op's target_tensors by position (for messages), each [dim] or [dim, dim]
 //                    as kTensorRanks says, in the chains' dtype, contiguous, on q's device
-//                    (checked once on the host, ops/run_request.cpp); a target with
+//                    (checked once on the host, ops/chain_request.cpp); a target with
 //                    kTensorCount = -1 takes any tensors and checks them itself;
 //   make(TargetTensors, dim)  the target from the op's tensors (host side, torch-free).
 #pragma once
