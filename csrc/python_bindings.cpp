@@ -31,6 +31,10 @@
 #include "ops/target_registry.h"
 #include "torch_stream.h"
 
+namespace fused_hmc {
+void add_dense_mass_bindings(pybind11::module_& m);  // testing/dense_mass_bindings.cpp
+}  // namespace fused_hmc
+
 namespace {
 
 using at::Tensor;
@@ -96,6 +100,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("target_names", &fused_hmc::registered_target_names);
   m.def("chain_params_version", [] { return fused_hmc::kChainParamsVersion; });
+  fused_hmc::add_dense_mass_bindings(m);
   // The slow window [start, end] holding warm-up iteration i ((-1, -1): none), for the Python
   // driver of a warm-up pooled over several processes (math/adaptation/adaptation_windows.h).
   m.def("slow_window_of", [](int64_t num_warmup, std::vector<int64_t> windows, int64_t i) {
@@ -110,6 +115,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("limits", [] {
     return std::map<std::string, int64_t>{
         {"kMaxDenseDim", fused_hmc::kMaxDenseDim},
+        {"kMaxDenseMassDim", fused_hmc::kMaxDenseMassDim},
         {"kMaxCudaDim", fused_hmc::kMaxCudaDim},
         {"kMaxWarmupLength", fused_hmc::kMaxWarmupLength},
         {"kMaxLeapfrogSteps", fused_hmc::kMaxLeapfrogSteps},

@@ -20,6 +20,7 @@
 #include "../math/adaptation/trajectory_adaptation.h"
 #include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
+#include "../math/hmc/dense_mass.h"
 #include "../math/hmc/mass_matrix.h"
 #include "../math/hmc/transition.h"
 #include "../math/stats/chain_statistics.h"
@@ -34,11 +35,14 @@ namespace fused_hmc {
 namespace chains_cpu {
 
 // One worker's trajectory arrays (5 x [d]), reused across its chains and transitions, and the
-// force it carries from one transition of its chain to the next (restart() for each chain).
+// force it carries from one transition of its chain to the next (restart() for each chain). With
+// a dense mass also its rows (math/hmc/dense_mass.h: a velocity row, a float64 row) and the
+// warm-up's scratch (a window update's 2 rows, a covariance [d, d]).
 template <typename scalar_t>
 class TrajectoryArrays {
  public:
-  explicit TrajectoryArrays(int64_t dim) : storage_(6 * dim + 1), dim_(dim) {}
+  explicit TrajectoryArrays(int64_t dim, bool dense = false)
+      : storage_((dense ? 7 : 6) * dim + 1), dense_(dense ? 3 * dim + dim * dim : 0), dim_(dim) {}
   SerialGroup<scalar_t> group() {
     scalar_t* s = storage_.data();
     return {dim_, {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_}};
@@ -47,12 +51,25 @@ class TrajectoryArrays {
     carry_ = {storage_.data() + 5 * dim_, storage_.data() + 6 * dim_, false};
     return carry_;
   }
+  // The Mass policy of the dense inverse mass with Cholesky factor `factor` [d, d].
+  DenseMass<scalar_t> dense_mass(const scalar_t* factor) {
+    return {factor, dim_, storage_.data() + 6 * dim_ + 1, dense_.data()};
+  }
+  double* comoment_scratch() { return dense_.data() + dim_; }       // [2 d]
+  double* covariance_scratch() { return dense_.data() + 3 * dim_; }  // [d, d]
 
  private:
   std::vector<scalar_t> storage_;
+  std::vector<double> dense_;
   int64_t dim_;
   ForceCarry<scalar_t> carry_{nullptr, nullptr, false};
 };
+
+// The length of one group's inv_mass: d (diagonal) or d^2 (a dense mass's factor).
+template <typename scalar_t>
+int64_t mass_stride(const ChainBatch<scalar_t>& c) {
+  return c.dense_mass ? c.dim * c.dim : c.dim;
+}
 
 // Every chain's carried force, for a pooled warm-up that runs its transitions one at a time over
 // all chains: f [B, d] and u [B], valid after the call's first transition; for a target that does
@@ -104,9 +121,9 @@ inline void record_outcome(double* row, int64_t dim, double accept_prob, float j
   row[3 * dim + 1] = static_cast<double>(jitter);
 }
 
-// Transition t of chain b of the batch from its state q [dim], with inverse mass inv_mass [dim] and
-// base step size `step_size`: math/hmc/transition.h's body on the serial group under the philox
-// stream.
+// Transition t of chain b of the batch from its state q [dim], with inverse mass inv_mass [dim] (or
+// a dense one's factor [dim, dim]) and base step size `step_size`: math/hmc/transition.h's body on
+// the serial group under the philox stream.
 template <class Target, typename scalar_t = typename Target::Scalar>
 TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainBatch<scalar_t>& c,
                                               int64_t b, int64_t t, const scalar_t* inv_mass,
@@ -118,8 +135,13 @@ TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainB
   const auto chain = static_cast<uint64_t>(c.chain_offset + b);
   const PhiloxNoise<scalar_t> noise{c.stream, chain, static_cast<uint64_t>(t), uniforms};
   scalar_t* q = c.q + b * c.dim;
-  return transition(arrays.group(), target, noise, DiagonalMass<scalar_t>{inv_mass}, q,
-                    Trajectory{step_size, c.jitter, c.num_steps, length}, carry, record);
+  const Trajectory trajectory{step_size, c.jitter, c.num_steps, length};
+  if (c.dense_mass) {
+    return transition(arrays.group(), target, noise, arrays.dense_mass(inv_mass), q, trajectory,
+                      carry, record);
+  }
+  return transition(arrays.group(), target, noise, DiagonalMass<scalar_t>{inv_mass}, q, trajectory,
+                    carry, record);
 }
 
 template <class Target, typename scalar_t = typename Target::Scalar>
@@ -132,13 +154,13 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
   const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
                                                     : c.trajectory_length;
-  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim); };
+  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
   const int64_t block = block_size(c.batch, c.num_transitions);
   for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& arrays,
                                                    int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t g = c.groups == 1 ? 0 : b;
-      const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * c.dim;
+      const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * mass_stride(c);
       const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
       const scalar_t* q = c.q + b * c.dim;
       double* mean = p.out.mean + b * c.dim;
@@ -245,7 +267,7 @@ class Warmup {
     const TransitionUniforms uniforms = transition_uniforms(
         c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t));
     const TrajectoryRecord record = chees != nullptr ? chees->rows_of(b) : TrajectoryRecord{};
-    const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * c_.dim,
+    const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * mass_stride(c_),
                                            c_.step_size[g], length, uniforms, arrays, carry,
                                            record);
     add_to_statistics(c_.statistics, b, decision);
@@ -256,9 +278,13 @@ class Warmup {
     if (p_.adapt_mass_matrix && window.start >= 0) {
       const double inv_count = 1.0 / static_cast<double>(t - p_.warmup_start - window.start + 1);
       double* mean = p_.window_mean + b * c_.dim;
-      double* m2 = p_.window_m2 + b * c_.dim;
-      for (int64_t j = 0; j < c_.dim; ++j) {
-        welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
+      double* m2 = p_.window_m2 + b * mass_stride(c_);
+      if (c_.dense_mass) {
+        comoment_update(mean, m2, q, c_.dim, inv_count, arrays.comoment_scratch());
+      } else {
+        for (int64_t j = 0; j < c_.dim; ++j) {
+          welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
+        }
       }
     }
     return static_cast<double>(decision.accept_prob());
@@ -288,9 +314,19 @@ class Warmup {
     return static_cast<double>(i - slow_window_of(p_.windows, i).start + 1);
   }
 
-  // Chain b's own inverse mass from its window, and a fresh window.
-  void update_own_inverse_mass(int64_t b, int64_t t) const {
+  // Chain b's own inverse mass from its window, and a fresh window. A dense one is kept when the
+  // window's regularised covariance is not finite and positive definite (dense_mass.h).
+  void update_own_inverse_mass(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {
     const double n = window_draws(t);
+    if (c_.dense_mass) {
+      const int64_t d = c_.dim;
+      double* cov = arrays.covariance_scratch();
+      window_covariance(p_.window_m2 + b * d * d, n, d, cov);
+      regularize_covariance(cov, n, d);
+      adapt_dense_factor(cov, d, c_.inv_mass + b * d * d);
+      reset_window(b);
+      return;
+    }
     scalar_t* inv_mass = c_.inv_mass + b * c_.dim;
     for (int64_t j = 0; j < c_.dim; ++j) {
       const double var = p_.window_m2[b * c_.dim + j] / (n - 1.0);
@@ -303,6 +339,10 @@ class Warmup {
   // windows.
   void update_pooled_inverse_mass(int64_t t) const {
     const double n = window_draws(t);
+    if (c_.dense_mass) {
+      update_pooled_dense_mass(n);
+      return;
+    }
     for (int64_t j = 0; j < c_.dim; ++j) {
       PairwiseChunkSum<double> log_sum, counted;
       for (int64_t b = 0; b < c_.batch; ++b) {
@@ -318,9 +358,22 @@ class Warmup {
   }
 
  private:
+  // The shared dense inverse mass from every chain's window (dense_mass.h's pooled covariance,
+  // regularised for the n B draws, as the diagonal's), and fresh windows.
+  void update_pooled_dense_mass(double n) const {
+    const int64_t d = c_.dim;
+    std::vector<PairwiseChunkSum<double>> sums(pooled_sums(d));
+    std::vector<double> scratch(pooled_scratch(d)), cov(d * d);
+    pooled_dense_covariance(p_.window_m2, c_.batch, n, d, cov.data(), sums.data(), scratch.data());
+    regularize_covariance(cov.data(), n * static_cast<double>(c_.batch), d);
+    adapt_dense_factor(cov.data(), d, c_.inv_mass);
+    for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
+  }
+
   void reset_window(int64_t b) const {
+    const int64_t m2 = mass_stride(c_);
     std::fill(p_.window_mean + b * c_.dim, p_.window_mean + (b + 1) * c_.dim, 0.0);
-    std::fill(p_.window_m2 + b * c_.dim, p_.window_m2 + (b + 1) * c_.dim, 0.0);
+    std::fill(p_.window_m2 + b * m2, p_.window_m2 + (b + 1) * m2, 0.0);
   }
 
   const Target& target_;
@@ -332,14 +385,14 @@ template <class Target>
 void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
   const int64_t end_transition = c.first_transition + c.num_transitions;
   using Arrays = TrajectoryArrays<typename Target::Scalar>;
-  const auto make_arrays = [&] { return Arrays(c.dim); };
+  const auto make_arrays = [&] { return Arrays(c.dim, c.dense_mass); };
   const int64_t block = block_size(c.batch, c.num_transitions);
   for_chain_blocks(c.batch, block, make_arrays, [&](Arrays& arrays, int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       ForceCarry<typename Target::Scalar>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
-        if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t);
+        if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t, arrays);
       }
     }
   });
@@ -353,7 +406,7 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
   CarriedForces<Target> forces(c.batch, c.dim);
-  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim); };
+  const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
   const int64_t block = block_size(c.batch, 1);
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     // every chain's part in parallel; the reductions below in the chain index's fixed order

@@ -15,7 +15,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 6;
+constexpr int kChainParamsVersion = 7;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -23,9 +23,11 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 }
 
 // The chains of a call: state q [B, d] (contiguous, read and written), step_size [G] float64 and
-// inv_mass [G, d] (G = 1: shared by all chains, or B), the jitter, the leapfrog steps (num_steps,
-// or trajectory_steps of trajectory_length capped by num_steps), the philox stream (chain b is
-// stream chain chain_offset + b) and the transitions [first_transition, + num_transitions);
+// inv_mass [G, d] (G = 1: shared by all chains, or B; with dense_mass [G, d, d], each group's
+// Cholesky factor L of M^-1 = L L^T: math/hmc/dense_mass.h; CPU only), the jitter, the leapfrog
+// steps (num_steps, or trajectory_steps of trajectory_length capped by num_steps), the philox
+// stream (chain b is stream chain chain_offset + b) and the transitions [first_transition,
+// + num_transitions);
 // `statistics` accumulates each chain's statistics (math/stats/chain_statistics.def) over every
 // transition.
 template <typename scalar_t>
@@ -33,6 +35,7 @@ struct ChainBatch {
   scalar_t* q;
   double* step_size;
   scalar_t* inv_mass;
+  bool dense_mass;
   int64_t groups;
   double jitter;
   int num_steps;
@@ -90,7 +93,7 @@ struct WarmupParams {
   bool adapt_step_size, adapt_mass_matrix;
   DualAveraging* dual_averaging;  // [G]
   double* window_mean;            // [B, d]
-  double* window_m2;              // [B, d]
+  double* window_m2;              // [B, d], or [B, d, d] (the co-moments) with a dense mass
   double* tile_accept;            // [2, tiles]: each tile's sum of acceptance statistics
   double* tile_moments;           // [tiles, d]: each tile's per-coordinate window sums
   double* log_variance_sum;       // [d]: the chains' summed log window variances

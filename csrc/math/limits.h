@@ -11,6 +11,10 @@ namespace fused_hmc {
 // The largest dimension of a dense Gaussian target, in every build (its position vector sits in
 // shared memory on CUDA).
 FHMC_LIMIT(kMaxDenseDim, 256)
+// The largest dimension of a dense mass matrix (math/hmc/dense_mass.h): its factor and a window's
+// co-moments are [d, d] per chain (per chain adaptation: B d^2 float64), and each leapfrog step
+// costs d^2 multiply-adds; docs/MASS_MATRIX.md.
+FHMC_LIMIT(kMaxDenseMassDim, 128)
 // The largest dimension of the CUDA kernels: 256 threads per chain, 4 chunks of 4 each.
 FHMC_LIMIT(kMaxCudaDim, 4096)
 // Warm-up lengths and window sizes stay below this, which keeps the window arithmetic in int64.

@@ -46,6 +46,7 @@ ChainBatch<scalar_t> chain_batch(const ChainRequest& r, const Tensor& inv_mass) 
   c.q = r.q.data_ptr<scalar_t>();
   c.step_size = r.step_size.data_ptr<double>();
   c.inv_mass = inv_mass.numel() == 0 ? nullptr : inv_mass.data_ptr<scalar_t>();  // unit
+  c.dense_mass = inv_mass.dim() == 3;  // [G, d, d]: each group's Cholesky factor
   c.groups = r.step_size.size(0);
   c.jitter = r.jitter;
   c.num_steps = static_cast<int>(r.num_leapfrog_steps);
@@ -119,6 +120,8 @@ Launcher require(Launcher launcher, const ChainRequest& r, const char* backend) 
 const CudaBackend& cuda_for(const ChainRequest& r, const char* op, int& sm_count) {
   const CudaBackend* cuda = cuda_backend();
   FHMC_CHECK_VALUE(cuda != nullptr, "fused_hmc was built without its CUDA kernels");
+  FHMC_CHECK_VALUE(!r.dense_mass(), "a dense inv_mass [G, d, d] runs on the CPU only for now; "
+                   "pass a diagonal inv_mass [G, d] on CUDA, or run the chains on the CPU");
   check_dim_supported(r.q, kMaxCudaDim, "CUDA");
   check_batch_launchable(r.q);
   cuda->check_not_capturing(op);

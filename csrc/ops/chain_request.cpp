@@ -158,10 +158,18 @@ void check_chain_request(const ChainRequest& r, bool warmup) {
   if (r.inv_mass.numel() == 0 && !warmup) {  // the unit mass
     FHMC_CHECK_TYPE(r.inv_mass.scalar_type() == q.scalar_type(), "inv_mass must have q's dtype ",
                     q.scalar_type(), ", got ", r.inv_mass.scalar_type());
+  } else if (r.dense_mass()) {
+    FHMC_CHECK_VALUE(dim <= kMaxDenseMassDim, "a dense inv_mass [G, d, d] supports d <= ",
+                     kMaxDenseMassDim, ", got d = ", dim, "; pass a diagonal inv_mass [G, d]");
+    check_chain_buffer(q, r.inv_mass, "inv_mass (dense: each group's Cholesky factor L)",
+                       {groups, dim, dim}, q.scalar_type());
   } else {
     FHMC_CHECK_VALUE(r.inv_mass.numel() > 0 || !warmup,
                      "warm-up adapts inv_mass in place: pass it as [", groups, ", ", dim,
-                     "], not empty");
+                     "] (or [", groups, ", ", dim, ", ", dim, "] dense), not empty");
+    FHMC_CHECK_VALUE(r.inv_mass.dim() == 2, "inv_mass must have shape [", groups, ", ", dim,
+                     "] (diagonal) or [", groups, ", ", dim, ", ", dim,
+                     "] (dense: each group's Cholesky factor), got ", r.inv_mass.sizes());
     check_chain_buffer(q, r.inv_mass, "inv_mass", {groups, dim}, q.scalar_type());
   }
   check_not_differentiated(r.step_size, "step_size");
@@ -235,7 +243,11 @@ WarmupRequest warmup_request(const OpArguments& a) {
   check_chain_buffer(q, r.dual_averaging, "dual_averaging", {c.step_size.size(0), 3},
                      at::kDouble);
   check_chain_buffer(q, r.window_mean, "window_mean", {batch, dim}, at::kDouble, true);
-  check_chain_buffer(q, r.window_m2, "window_m2", {batch, dim}, at::kDouble, true);
+  if (c.dense_mass()) {
+    check_chain_buffer(q, r.window_m2, "window_m2", {batch, dim, dim}, at::kDouble, true);
+  } else {
+    check_chain_buffer(q, r.window_m2, "window_m2", {batch, dim}, at::kDouble, true);
+  }
   FHMC_CHECK_VALUE(!c.chees || c.step_size.size(0) == 1,
                    "chees adapts one trajectory length from every chain: step_size must be [1] "
                    "(the pooled warm-up), got ", c.step_size.sizes());

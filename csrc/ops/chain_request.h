@@ -53,6 +53,9 @@ struct ChainRequest {
   double trajectory_length;  // 0: num_leapfrog_steps steps; else jittered, capped by them
   std::vector<at::Tensor> statistics;  // math/stats/chain_statistics.def's, in its order
   std::optional<at::Tensor> chees;
+
+  // inv_mass [G, d, d]: the Cholesky factors of a dense inverse mass (math/hmc/dense_mass.h).
+  bool dense_mass() const { return inv_mass.dim() == 3; }
 };
 
 struct SampleRequest {

@@ -31,17 +31,22 @@ TORCH_LIBRARY(fused_hmc, m) {
   // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
   // integer data int64) on q's device. step_size [G] float64 and inv_mass [G, d] (q's dtype, > 0),
   // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
-  // empty: the unit mass, compiled away. Transition t draws the momentum z (the first blocks), the
-  // Metropolis uniform u (word x of the transition's last block) and the jitter uniform v (word y,
-  // torch_uniform_from_word), and integrates (math/hmc/transition.h gives the canonical operation
-  // order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly step_size when jitter == 0),
-  // momentum p = z / sqrt(inv_mass), L leapfrog steps of q += eps_t * inv_mass * p,
-  // p -= eps_t * grad U; it accepts with H = U(q) + 0.5 * sum(inv_mass * p^2). With the standard
-  // target, inv_mass = 1 and jitter 0 it is transition(noise="philox", seed=seed, transition=t)
-  // bit for bit. Jittered trajectories (math/adaptation/trajectory_adaptation.h): trajectory_length
-  // T > 0 makes transition t run L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog
-  // steps, w the trajectory jitter (word z of the last block, torch_uniform_from_word);
-  // num_leapfrog_steps is then the cap; T = 0 runs num_leapfrog_steps.
+  // empty: the unit mass, compiled away. A dense inverse mass (CPU only, d <= kMaxDenseMassDim) is
+  // inv_mass [G, d, d], each group's lower Cholesky factor L of M^-1 = L L^T (math/hmc/dense_mass.h:
+  // p = L^-T z, q += eps_t L L^T p, kinetic energy 0.5 p^T L L^T p); the warmup op then keeps the
+  // window's co-moments in window_m2 [B, d, d] and sets L from the window's regularised covariance
+  // (kept when that is not finite and positive definite). Transition t draws the momentum z (the
+  // first blocks), the Metropolis uniform u (word x of the transition's last block) and the
+  // jitter uniform v (word y, torch_uniform_from_word), and integrates (math/hmc/transition.h gives
+  // the canonical operation order) with eps_t = step_size * (1 + jitter * (2 v - 1)) (exactly
+  // step_size when jitter == 0), momentum p = z / sqrt(inv_mass), L leapfrog steps of
+  // q += eps_t * inv_mass * p, p -= eps_t * grad U; it accepts with H = U(q) +
+  // 0.5 * sum(inv_mass * p^2). With the standard target, inv_mass = 1 and jitter 0 it is
+  // transition(noise="philox", seed=seed, transition=t) bit for bit. Jittered trajectories
+  // (math/adaptation/trajectory_adaptation.h): trajectory_length T > 0 makes transition t run
+  // L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the trajectory jitter
+  // (word z of the last block, torch_uniform_from_word); num_leapfrog_steps is then the cap; T = 0
+  // runs num_leapfrog_steps.
   //
   // statistics: one [B] tensor per chain statistic of math/stats/chain_statistics.def (which states
   // what each counts), in its order and dtype (int64 or float64). Every transition adds its share

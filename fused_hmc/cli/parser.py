@@ -68,6 +68,10 @@ def _add_sample_parser(sub) -> None:
               "trajectory length in steps, T0 = L eps0)")
     flag("--step-size", type=real(0), default=0.1,
          help="leapfrog step size eps (with --warmup: the initial one, eps0)")
+    flag("--mass-matrix", choices=("diagonal", "dense"), default="diagonal",
+         help="the inverse mass warm-up adapts (Stan's diag_e or dense_e, per chain or "
+              "--pooled; docs/MASS_MATRIX.md): dense needs dim <= 128 and --device cpu "
+              "(default: diagonal)")
     flag("--jitter", type=real(0, 1, low_open=False), default=0.0,
          help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
     flag("--target", type=target_kind, default=None,

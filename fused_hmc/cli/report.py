@@ -54,6 +54,8 @@ def report_run(args, device, target, res, adapting: bool) -> None:
               f"acceptance {w.target_accept:g}: step size {step.mean().item():.4g} (range "
               f"{step.min().item():.4g} .. {step.max().item():.4g}), inverse mass "
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
+        if res.mass_matrix == "dense":
+            print(f"                  {res.dense_mass_line()}")
     if res.trajectory_length is not None:
         how = "ChEES-adapted" if res.warmup.adapt_trajectory_length else "given"
         print(f"trajectory        {how} length T = {res.trajectory_length:.4g}: ceil(w T / eps) "

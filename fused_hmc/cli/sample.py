@@ -19,7 +19,8 @@ def sampler_options(args: argparse.Namespace, target) -> dict:
                 seed=args.seed, target=target, num_warmup=args.warmup,
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
                 adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled or None,
-                jitter=args.jitter, adapt_windows=tuple(args.adapt_windows),
+                jitter=args.jitter, mass_matrix=args.mass_matrix,
+                adapt_windows=tuple(args.adapt_windows),
                 superchains=args.superchains,
                 adapt_trajectory_length=args.adapt_trajectory_length,
                 max_leapfrog_steps=args.max_leapfrog_steps)

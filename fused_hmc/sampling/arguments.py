@@ -158,12 +158,61 @@ def check_step_size(step_size, chains: Chains) -> float | torch.Tensor:
     return float(step_size)
 
 
-def check_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor | None:
-    """None (identity), [dim] (shared) or [chains, dim] (per chain), the chains' dtype."""
+MASS_MATRICES = ("diagonal", "dense")
+
+
+def check_mass_matrix(mass_matrix, chains: Chains) -> str:
+    """"diagonal" or "dense" (csrc/math/hmc/dense_mass.h: d <= kMaxDenseMassDim, CPU only)."""
+    if mass_matrix not in MASS_MATRICES:
+        raise ValueError(f"mass_matrix must be one of {MASS_MATRICES}, got {mass_matrix!r}")
+    if mass_matrix == "dense":
+        from .._limits import LIMITS
+
+        limit = LIMITS["kMaxDenseMassDim"]
+        if chains.dim > limit:
+            raise ValueError(f"mass_matrix='dense' supports dim <= {limit}, got dim "
+                             f"{chains.dim}; use mass_matrix='diagonal'")
+        if chains.device.type != "cpu":
+            raise ValueError("mass_matrix='dense' runs on the CPU only for now (the CUDA kernels "
+                             f"take a diagonal mass); q0 is on {chains.device}")
+    return mass_matrix
+
+
+def check_dense_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor:
+    """A dense inverse mass: [dim, dim] (shared) or [chains, dim, dim] (per chain), symmetric
+    positive definite, in the chains' dtype (symmetrised, as its lower triangle is what counts)."""
+    t = torch.as_tensor(inverse_mass).detach().to(dtype=torch.float64, device=chains.device)
+    count, dim = chains.count, chains.dim
+    if t.shape not in ((dim, dim), (count, dim, dim)):
+        raise ValueError(f"inverse_mass with mass_matrix='dense' must have shape [{dim}, {dim}] "
+                         f"or [{count}, {dim}, {dim}], got {list(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError("inverse_mass has non-finite entries")
+    scale = t.abs().amax(dim=(-2, -1), keepdim=True)
+    if not bool(((t - t.mT).abs() <= 1e-6 * scale).all()):
+        raise ValueError("inverse_mass (dense) must be symmetric")
+    t = 0.5 * (t + t.mT)
+    if bool((torch.linalg.cholesky_ex(t).info != 0).any()):
+        raise ValueError("inverse_mass (dense) must be positive definite (its Cholesky "
+                         "factorisation failed)")
+    check_fits("inverse_mass", t, chains.dtype, positive=False)
+    return t.to(chains.dtype)
+
+
+def check_inverse_mass(inverse_mass, chains: Chains,
+                       mass_matrix: str = "diagonal") -> torch.Tensor | None:
+    """None (identity), [dim] (shared) or [chains, dim] (per chain), the chains' dtype; with
+    mass_matrix="dense", check_dense_inverse_mass's shapes."""
     if inverse_mass is None:
         return None
-    t = _positive_tensor("inverse_mass", inverse_mass, chains)
+    if mass_matrix == "dense":
+        return check_dense_inverse_mass(inverse_mass, chains)
     count, dim = chains.count, chains.dim
+    shape = tuple(torch.as_tensor(inverse_mass).shape)
+    if len(shape) == 3 or (shape == (dim, dim) and count != dim):
+        raise ValueError(f"inverse_mass of shape {list(shape)} is a dense matrix: pass "
+                         "mass_matrix='dense' too")
+    t = _positive_tensor("inverse_mass", inverse_mass, chains)
     if t.shape not in ((dim,), (count, dim)):
         raise ValueError(f"inverse_mass must have shape [{dim}] or [{count}, {dim}], got "
                          f"{list(t.shape)}")
@@ -172,15 +221,16 @@ def check_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor | None:
 
 
 def check_pooled(step_size: float | torch.Tensor, inverse_mass: torch.Tensor | None,
-                 settings: WarmupSettings) -> None:
+                 settings: WarmupSettings, mass_matrix: str = "diagonal") -> None:
     """A pooled warm-up adapts one step size and inverse mass for all chains: none per chain."""
-    per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
+    per_chain_mass = (inverse_mass is not None
+                      and inverse_mass.dim() == (3 if mass_matrix == "dense" else 2))
     if settings.pooled and (isinstance(step_size, torch.Tensor) or per_chain_mass):
         what = ("adapt_trajectory_length=True (the pooled warm-up) adapts one trajectory "
                 "length, step size and inverse mass" if settings.adapt_trajectory_length
                 else "pooled=True adapts one step size and one inverse mass")
         raise ValueError(f"{what} for all chains: pass a scalar step_size and an "
-                         "inverse_mass of shape [dim]")
+                         "inverse_mass of shape [dim] (dense: [dim, dim])")
 
 
 def check_jitter(jitter) -> float:

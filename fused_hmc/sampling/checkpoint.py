@@ -30,9 +30,11 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-# The format: a checkpoint of another one is refused (storage.checked_attributes names both). 5
-# holds every chain statistic of the def (chains_warmup_<name>, chains_sampling_<name>).
-FORMAT = 5
+# The format: a checkpoint of another one is refused (storage.checked_attributes names both). 6
+# adds mass_matrix (a dense mass: inverse_mass [G, d, d] its Cholesky factors, window_m2
+# [B, d, d], the kept estimates) to 5's every chain statistic of the def (chains_warmup_<name>,
+# chains_sampling_<name>).
+FORMAT = 6
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20
@@ -72,6 +74,13 @@ class Checkpointer:
                           "them to disk, where a checkpoint writes none of them", stacklevel=2)
 
 
+def _mass_dims(rank: int, dense: bool) -> tuple[str, ...]:
+    """The dims of an inverse_mass argument: [dim] or [chain, dim]; dense [dim, dim2] or
+    [chain, dim, dim2]."""
+    square = ("dim", "dim2") if dense else ("dim",)
+    return square if rank == len(square) else ("chain", *square)
+
+
 def _write(tmp: Path, state: dict) -> None:
     """state: Sampler._checkpoint_state()."""
     arguments = dict(state["arguments"])
@@ -79,8 +88,8 @@ def _write(tmp: Path, state: dict) -> None:
     for name in _TENSOR_ARGUMENTS:
         value = arguments.pop(name)
         if isinstance(value, torch.Tensor):
-            dims = ("chain",) if name == "step_size" else (("dim",) if value.dim() == 1
-                                                          else ("chain", "dim"))
+            dims = ("chain",) if name == "step_size" else _mass_dims(
+                value.dim(), arguments["mass_matrix"] == "dense")
             tensors[f"argument_{name}"] = (value, dims)
         else:
             arguments[name] = value  # a number, or None

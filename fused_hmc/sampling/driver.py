@@ -28,7 +28,7 @@ from .result import SampleResult
 from .stuck_chains import warn_if_stuck
 from .settings import SamplerOptions, check_settings, signature
 from .superchains import superchain_starts
-from .kernel import ChainKernel
+from .kernel import ChainKernel, dense_factor
 
 
 def _draw_seed(generator: torch.Generator | None, device: torch.device) -> int:
@@ -107,9 +107,13 @@ class Sampler:
         jitter: each transition's step size is eps * (1 + jitter * (2 v - 1)), v ~ U[0, 1) from the
             chain's philox stream (reproducible), so trajectory lengths vary (default 0: none;
             e.g. 0.1 for [0.9, 1.1] eps). Jitter in warm-up and sampling alike.
-        inverse_mass: the diagonal inverse mass matrix, [dim] (shared) or [chains, dim]; default
-            the identity. With a mass matrix M = diag(1 / inverse_mass) the momentum is
-            p ~ N(0, M) and the kinetic energy 0.5 p^T M^-1 p (Neal 2011, sec. 5.4.1).
+        inverse_mass: the inverse mass matrix M^-1: diagonal, [dim] (shared) or [chains, dim]; or
+            with mass_matrix="dense", [dim, dim] or [chains, dim, dim], symmetric positive
+            definite; default the identity. The momentum is p ~ N(0, M) and the kinetic energy
+            0.5 p^T M^-1 p (Neal 2011, sec. 5.4.1).
+        mass_matrix: "diagonal" (default) or "dense": what warm-up adapts (Stan's diag_e or
+            dense_e: each slow window's regularised covariance, per chain or pooled) and what
+            inverse_mass is (docs/MASS_MATRIX.md). Dense: dim <= 128, CPU chains, one process.
         adapt_windows: (init_buffer, base_window, term_buffer) of the warm-up, Stan's
             (75, 25, 50): initial fast interval, first slow window (then doubling), terminal fast
             interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup.
@@ -154,6 +158,9 @@ class Sampler:
                                                    "constructing the Sampler"))
         self._q = check_q0(q0)
         self.settings = settings = check_settings(options, self._q)
+        if self._group is not None and settings.mass_matrix == "dense":
+            raise ValueError("mass_matrix='dense' runs in one process for now: pass no "
+                             "process_group, or mass_matrix='diagonal'")
         self.superchains = settings.superchains
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)
@@ -207,12 +214,17 @@ class Sampler:
         if target is None:
             target = StandardGaussian(self.settings.mu)
         per_chain_step = isinstance(self.step_size, torch.Tensor)
-        per_chain_mass = inverse_mass is not None and inverse_mass.dim() == 2
+        dense = self.settings.mass_matrix == "dense"
+        per_chain_mass = inverse_mass is not None and inverse_mass.dim() == (3 if dense else 2)
         shared = self.warmup.pooled or (self.warmup.num_warmup == 0 and not per_chain_step
                                         and not per_chain_mass)
         groups = 1 if shared else chains
         step = torch.as_tensor(self.step_size, dtype=torch.float64, device=self._q.device)
-        if inverse_mass is not None:
+        if dense:  # the op takes the Cholesky factors (kernel.dense_factor)
+            if inverse_mass is None:
+                inverse_mass = torch.eye(dim, dtype=self._q.dtype, device=self._q.device)
+            inverse_mass = dense_factor(inverse_mass.expand(groups, dim, dim), self._q.dtype)
+        elif inverse_mass is not None:
             inverse_mass = inverse_mass.expand(groups, dim)
         return ChainKernel(self._q, target, step.expand(groups), inverse_mass, self.jitter,
                            self.num_leapfrog_steps, self._key, self.chain_offset, self.warmup,
@@ -580,6 +592,7 @@ class Sampler:
             warmup_chain_statistics=warm,
             lanes=self._chains.lanes,
             warmup_reseeded=self._chains.warmup_reseeded(),
+            mass_factorization_failures=self._chains.mass_factorization_failures(),
         )
 
     # ---- internals ------------------------------------------------------------------------------

@@ -47,8 +47,7 @@ import math
 
 import torch
 
-from .. import _build
-from .warmup import WarmupSettings
+from .warmup import WarmupSettings, initial_interval, slow_window_ends
 
 # The fewest transitions, all rejected, that make a chain stuck (see the module's docstring).
 MIN_STRETCH = 20
@@ -57,38 +56,19 @@ _KEY_MIX = 0x9E3779B97F4A7C15
 _DUAL_AVERAGING_GAMMA = 0.05  # csrc/math/adaptation/dual_averaging.h's kDualAveragingGamma
 
 
-def _initial_interval(settings: WarmupSettings) -> int:
-    """The iterations of the warm-up's initial fast interval (0 without slow windows)."""
-    n = settings.num_warmup
-    init, base, term = settings.windows
-    if n < 20:  # kMinWarmupForWindows
-        return 0
-    if init + base + term > n:  # Stan's scaled windows (csrc/math/adaptation/adaptation_windows.h)
-        return int(0.15 * n)
-    return init
-
-
 def first_phase_length(settings: WarmupSettings) -> int:
     """The warm-up iterations run per chain before pooling: the initial fast interval, when the
     step size is adapted (else 0)."""
-    return _initial_interval(settings) if settings.adapt_step_size else 0
+    return initial_interval(settings) if settings.adapt_step_size else 0
 
 
 def check_points(settings: WarmupSettings) -> list[int]:
     """The warm-up iterations (0-based) after which stuck chains are restarted: the last of the
     initial fast interval and of every slow window, each at least MIN_STRETCH after the one
     before (a shorter stretch joins the next); none without slow windows (num_warmup < 20)."""
-    n, init = settings.num_warmup, _initial_interval(settings)
-    if n < 20:
+    if settings.num_warmup < 20:
         return []
-    ends, i = [init - 1], init
-    window_of = _build.bindings().slow_window_of
-    while i < n:
-        start, end = window_of(n, list(settings.windows), i)
-        if start < 0:
-            break
-        ends.append(end)
-        i = end + 1
+    ends = [initial_interval(settings) - 1] + slow_window_ends(settings)
     points, last = [], -1
     for end in ends:
         if end - last >= MIN_STRETCH:
@@ -129,9 +109,11 @@ class FarStarts:
         num_leapfrog_steps steps: ChEES's T is adapted later), window buffers (unused there) and
         counters."""
         chains, s = q.shape[0], kernel.settings
+        mass_shape = kernel.state.inverse_mass.shape[1:]  # [d], or a dense mass's factor [d, d]
         settings = WarmupSettings(0, s.target_accept, True, False, False, s.windows)
         per_chain = type(kernel)(q, target, kernel.state.step_size.expand(chains),
-                                 kernel.state.inverse_mass.expand(chains, -1), kernel.jitter,
+                                 kernel.state.inverse_mass.expand(chains, *mass_shape),
+                                 kernel.jitter,
                                  kernel.num_leapfrog_steps, kernel.key, kernel.chain_offset,
                                  settings, kernel.warmup_start, kernel.fixed_length,
                                  kernel.max_leapfrog_steps)

@@ -2,8 +2,9 @@
 (``fused_hmc::warmup`` / ``fused_hmc::sample``, CPU and CUDA) for every target, built-in or
 compiled (:class:`fused_hmc.CppTarget`).
 
-A target of :mod:`fused_hmc.targets` (or a CppTarget), a step size and a diagonal inverse mass per
-chain (or shared by all), step-size jitter, and warm-up adaptation whose whole state
+A target of :mod:`fused_hmc.targets` (or a CppTarget), a step size and an inverse mass per chain
+(or shared by all), diagonal or dense (CPU; the op then carries each mass's Cholesky factor,
+:func:`dense_factor`; csrc/math/hmc/dense_mass.h), step-size jitter, and warm-up adaptation whose whole state
 (:class:`AdaptationState`) lives in tensors on the chains' device and is updated inside the op,
 so warm-up needs no host round trip per transition. N(mu, I) with one step size and unit mass is
 the same op with G = 1 and inverse mass 1 (bit for bit the seed sampler's transitions).
@@ -22,16 +23,30 @@ import torch
 
 from .. import ops
 from . import chain_statistics
-from .warmup import WarmupSettings
+from .warmup import WarmupSettings, slow_window_ends
+
+
+def dense_factor(inverse_mass: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The op's form of dense inverse masses C [..., d, d] (symmetric positive definite): their
+    lower Cholesky factors L, C = L L^T, computed in float64 and rounded to `dtype`."""
+    return torch.linalg.cholesky(inverse_mass.to(torch.float64)).to(dtype).contiguous()
+
+
+def dense_inverse_mass(factor: torch.Tensor) -> torch.Tensor:
+    """The inverse masses C = L L^T [..., d, d] that factors L represent (float64 products, in
+    the factors' dtype)."""
+    f = factor.to(torch.float64)
+    return (f @ f.mT).to(factor.dtype)
 
 
 class AdaptationState(NamedTuple):
     """What warm-up adapts and carries between calls, G = 1 (pooled or shared) or B (per chain).
 
-    step_size: [G] float64, the chains' device. inverse_mass: [G, d] in the chains' dtype.
+    step_size: [G] float64, the chains' device. inverse_mass: [G, d] in the chains' dtype, or for a
+    dense mass [G, d, d], each group's Cholesky factor L (:func:`dense_factor`).
     dual_averaging: [G, 3] float64, (s_bar, x_bar, mu) of Hoffman & Gelman's Algorithm 5 (the op
     resets it at every (re)start). window_mean, window_m2: [B, d] float64, the Welford moments of
-    the current slow window. The last three exist during warm-up only (None after it).
+    the current slow window (dense: window_m2 [B, d, d], the co-moments). The last three exist during warm-up only (None after it).
     chees: [8] float64, the ChEES state of a warm-up adapting the trajectory length (the op's
     layout: T, moving average of log T, Adam m and v, beta1^k, beta2^k, k, 0); it stays after the
     warm-up, when chees[0] is the adapted T sampling runs with. None without ChEES.
@@ -56,7 +71,8 @@ class ChainStatistics(NamedTuple):
 class ChainKernel:
     """The kernel of chains q [B, d] on `target`.
 
-    step_size: [G] float64 and inverse_mass: [G, d], G = 1 (shared) or B; both are copied. The
+    step_size: [G] float64 and inverse_mass: [G, d], or a dense mass's Cholesky factors [G, d, d]
+    (:func:`dense_factor`), G = 1 (shared) or B; both are copied. The
     warm-up (``settings.num_warmup`` transitions from global transition ``warmup_start``) adapts
     them in place; sampling reads them. num_leapfrog_steps: L, or with a trajectory length the
     initial length in steps (ChEES starts at T0 = L step_size); trajectory_length: a fixed T
@@ -87,6 +103,14 @@ class ChainKernel:
         if inverse_mass is None:
             inverse_mass = torch.ones(step.shape[0], q.shape[1], dtype=q.dtype)
         inv_mass = inverse_mass.to(dtype=q.dtype, device=q.device).clone().contiguous()
+        self.dense = inv_mass.dim() == 3
+        # Dense: each chain's window ends that kept its old mass (the estimate was not finite and
+        # positive definite), counted by _count_kept_masses.
+        self.mass_failures = (torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
+                              if self.dense else None)
+        self._window_ends = (set(slow_window_ends(settings))
+                             if self.dense and settings.num_warmup and settings.adapt_mass_matrix
+                             else set())
         self.jitter, self.num_leapfrog_steps = jitter, num_leapfrog_steps
         self.key, self.chain_offset = key, chain_offset
         self.settings, self.warmup_start = settings, warmup_start
@@ -109,8 +133,9 @@ class ChainKernel:
 
             self._rank_pool = RankPooledWarmup(self, pool_over)
         if self.warmup_left:
+            m2_shape = (*q.shape, q.shape[1]) if self.dense else q.shape
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
-                                         torch.zeros(q.shape, **f64), torch.zeros(q.shape, **f64),
+                                         torch.zeros(q.shape, **f64), torch.zeros(m2_shape, **f64),
                                          chees)
         # A pooled warm-up's per-chain first phase and restarts of stuck chains (far_starts.py).
         self.far_starts = None
@@ -157,17 +182,42 @@ class ChainKernel:
         if self._rank_pool is not None:
             self._rank_pool.run(q, first, n, trajectory)
         else:
-            self.run_op(ops.warmup, q, first, n, self.state.inverse_mass, trajectory,
-                        self.statistics.warmup, dual_averaging=self.state.dual_averaging,
-                        window_mean=self.state.window_mean, window_m2=self.state.window_m2,
-                        warmup_start=self.warmup_start, num_warmup=s.num_warmup,
-                        windows=s.windows, target_accept=s.target_accept,
-                        adapt_step_size=s.adapt_step_size,
-                        adapt_mass_matrix=s.adapt_mass_matrix)
+            for part_first, part_n in self._window_parts(first, n):
+                ends_window = part_first + part_n - 1 - self.warmup_start in self._window_ends
+                before = self.state.inverse_mass.clone() if ends_window else None
+                self.run_op(ops.warmup, q, part_first, part_n, self.state.inverse_mass,
+                            trajectory, self.statistics.warmup,
+                            dual_averaging=self.state.dual_averaging,
+                            window_mean=self.state.window_mean, window_m2=self.state.window_m2,
+                            warmup_start=self.warmup_start, num_warmup=s.num_warmup,
+                            windows=s.windows, target_accept=s.target_accept,
+                            adapt_step_size=s.adapt_step_size,
+                            adapt_mass_matrix=s.adapt_mass_matrix)
+                if before is not None:
+                    self._count_kept_masses(before)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
             self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,
                                          chees=self.state.chees)
+
+    def _window_parts(self, first: int, n: int) -> list[tuple[int, int]]:
+        """Transitions [first, first + n) as (first, count) parts, each ending at a dense mass's
+        slow window end or at the end (one part without a dense mass)."""
+        parts, end = [], first + n
+        for i in sorted(self._window_ends):
+            t = self.warmup_start + i
+            if first <= t < end - 1:
+                parts.append((first, t + 1 - first))
+                first = t + 1
+        parts.append((first, end - first))
+        return parts
+
+    def _count_kept_masses(self, before: torch.Tensor) -> None:
+        """After a call whose last transition ended a slow window: a dense factor left bit for bit
+        as it was is one the op kept because the window's estimate was not finite and positive
+        definite (a new estimate always changes it), counted for each of its chains."""
+        kept = (self.state.inverse_mass == before).flatten(1).all(1)
+        self.mass_failures += kept.to(torch.int64).expand(self.chains)
 
     def sample(self, q: torch.Tensor, first: int, n: int, thin: int, draws: torch.Tensor | None,
                mean: torch.Tensor, m2: torch.Tensor, kept_before: int) -> None:
@@ -209,12 +259,15 @@ class ChainKernel:
         ``sampling_<name>``). With the constructor's arguments they resume the adaptation
         exactly."""
         s = self.state
+        square = ("dim", "dim2") if self.dense else ("dim",)
         tensors = {"step_size": (s.step_size, ("group",)),
-                   "inv_mass": (s.inverse_mass, ("group", "dim"))}
+                   "inv_mass": (s.inverse_mass, ("group", *square))}
         if self.warmup_left:
             tensors.update(dual_averaging=(s.dual_averaging, ("group", "dual_averaging")),
                            window_mean=(s.window_mean, ("chain", "dim")),
-                           window_m2=(s.window_m2, ("chain", "dim")))
+                           window_m2=(s.window_m2, ("chain", *square)))
+        if self.dense:
+            tensors["mass_failures"] = (self.mass_failures, ("chain",))
         if s.chees is not None:
             tensors["chees"] = (s.chees, ("chees",))
         if self.far_starts is not None:
@@ -236,6 +289,8 @@ class ChainKernel:
         for part, statistics in self.statistics._asdict().items():
             for name, t in statistics.items():
                 t.copy_(tensors[f"{part}_{name}"])
+        if self.dense:
+            self.mass_failures.copy_(tensors["mass_failures"])
         if self.far_starts is not None:
             self.far_starts.load(tensors, self.warmup_left)
         if self.warmup_left:
@@ -253,4 +308,13 @@ class ChainKernel:
         return self.state.step_size.expand(q.shape[0]).clone()
 
     def inverse_masses(self, q: torch.Tensor) -> torch.Tensor:
+        """[B, d] (diagonal), or [B, d, d] the dense inverse masses L L^T, in q's dtype."""
+        if self.dense:
+            return dense_inverse_mass(self.state.inverse_mass).expand(
+                q.shape[0], q.shape[1], q.shape[1]).clone()
         return self.state.inverse_mass.expand(q.shape).clone()
+
+    def mass_factorization_failures(self) -> torch.Tensor | None:
+        """[B] int64: each chain's slow window ends that kept its dense inverse mass (the
+        estimate was not finite and positive definite); None for a diagonal mass."""
+        return None if self.mass_failures is None else self.mass_failures.clone()

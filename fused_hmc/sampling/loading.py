@@ -95,8 +95,10 @@ def _check_complete(root, group, tensors: dict, attrs: dict, path) -> None:
         _incomplete(path, f"{group.basename} lacks {missing}")
     chains, dim = tensors["final_state"].shape
     for name, dims in (saving.TENSORS | saving.OPTIONAL_TENSORS).items():
-        if name in tensors and tuple(tensors[name].shape) != ((chains,) if dims == saving.CHAIN
-                                                              else (chains, dim)):
+        shapes = [(chains,) if dims == saving.CHAIN else (chains, dim)]
+        if name == "inverse_mass":
+            shapes.append((chains, dim, dim))  # dense
+        if name in tensors and tuple(tensors[name].shape) not in shapes:
             _incomplete(path, f"{name} has shape {tuple(tensors[name].shape)}")
     if attrs["samples"] == "none":
         return

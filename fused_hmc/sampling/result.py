@@ -57,7 +57,9 @@ class SampleResult(NamedTuple):
         step_size: [chains] float64, the step size each chain samples with (after warm-up: the
             adapted one; before jitter). Pass it back as ``step_size=`` to continue.
         inverse_mass: [chains, d] in q0's dtype, each chain's diagonal inverse mass matrix (ones
-            unless given or adapted). Pass it back as ``inverse_mass=`` to continue.
+            unless given or adapted); with ``mass_matrix="dense"`` [chains, d, d], each chain's
+            dense inverse mass L L^T (:attr:`mass_matrix` says which). Pass it back as
+            ``inverse_mass=`` (with ``mass_matrix``) to continue.
         num_warmup: warm-up transitions run (their draws are not in samples or the statistics;
             next_transition counts them).
         target: the target sampled (a :mod:`fused_hmc.targets` built-in one, or a CppTarget;
@@ -107,6 +109,10 @@ class SampleResult(NamedTuple):
             counts them), and any statistic added to csrc/math/stats/chain_statistics.def. None
             in files saved before them.
         warmup_chain_statistics: the same over the warm-up's transitions.
+        mass_factorization_failures: [chains] int64 with a dense mass: how many slow windows'
+            ends kept the chain's previous inverse mass because the window's regularised
+            covariance was not finite and positive definite (:meth:`summary` warns of them).
+            None with a diagonal mass.
 
     :meth:`save` writes every field to a zarr store that :func:`fused_hmc.load` reads back bit for
     bit and xarray / ArviZ open (``xarray.open_datatree(path, engine="zarr")``).
@@ -144,6 +150,13 @@ class SampleResult(NamedTuple):
     warmup_reseeded: torch.Tensor | None = None
     chain_statistics: dict[str, torch.Tensor] | None = None
     warmup_chain_statistics: dict[str, torch.Tensor] | None = None
+    mass_factorization_failures: torch.Tensor | None = None
+
+    @property
+    def mass_matrix(self) -> str:
+        """"dense" when ``inverse_mass`` holds dense matrices [chains, d, d], else "diagonal"."""
+        dense = self.inverse_mass is not None and self.inverse_mass.dim() == 3
+        return "dense" if dense else "diagonal"
 
     def cpu(self) -> SampleResult:
         """This result with every tensor on the CPU (e.g. for numpy or plotting)."""
@@ -263,6 +276,19 @@ class SampleResult(NamedTuple):
                                       self.num_transitions * self.final_state.shape[0])
         return lines
 
+    def dense_mass_line(self) -> str:
+        """summary()'s line on a dense mass: its kind, condition number, and the window ends
+        that kept an old one."""
+        c = self.inverse_mass[:256].double()  # (the first chains': pooled, they are one)
+        eig = torch.linalg.eigvalsh(c)
+        condition = (eig[..., -1] / eig[..., 0]).max().item()
+        line = f"mass_matrix: dense (inverse mass condition number {condition:.4g})"
+        failures = self.mass_factorization_failures
+        if failures is not None and bool((failures > 0).any()):
+            line += (f"; {int((failures > 0).sum())} chains kept an old inverse mass at "
+                     f"{int(failures.max())} window ends (estimate not positive definite)")
+        return line
+
     def _draws_for_diagnostics(self):
         """The draws to diagnose: the in-memory tensor, or the streamed store's array (which
         diagnostics.diagnose slices before reading)."""
@@ -322,6 +348,8 @@ class SampleResult(NamedTuple):
               flush=True)
         for line in self.trajectory_lines():
             print(line, file=out)
+        if self.mass_matrix == "dense":
+            print(self.dense_mass_line(), file=out)
         if self.warmup_reseeded is not None:
             from .far_starts import restarts_line
 

@@ -33,9 +33,11 @@ CHAIN, CHAIN_DIM = ("chain",), ("chain", "dim")
 TENSORS = {"mean": CHAIN_DIM, "var": CHAIN_DIM, "accept_count": CHAIN,
             "accept_rate": CHAIN, "mean_accept_prob": CHAIN, "final_state": CHAIN_DIM,
             "step_size": CHAIN, "inverse_mass": CHAIN_DIM}
-# Tensors a result may lack (None): the restarts of a pooled warm-up (far_starts.py); files saved
-# before them lack them too.
-OPTIONAL_TENSORS = {"warmup_reseeded": CHAIN}
+# Tensors a result may lack (None): the restarts of a pooled warm-up (far_starts.py), a dense
+# mass's kept estimates; files saved before them lack them too.
+OPTIONAL_TENSORS = {"warmup_reseeded": CHAIN, "mass_factorization_failures": CHAIN}
+# A dense mass's inverse_mass is [chain, dim, dim2] (its dims as the file names them).
+DENSE_MASS = ("chain", "dim", "dim2")
 SCALARS = ("num_transitions", "num_kept", "next_transition", "interrupted", "thin",
             "chain_offset", "num_warmup", "num_leapfrog_steps", "jitter")
 # Scalars files saved before the trajectory length, gradient counts and lanes existed lack (None
@@ -126,7 +128,7 @@ def write_result_group(root, res, name: str = RESULT) -> None:
                  warmup=warmup_attribute(res.warmup), dtype=str(res.final_state.dtype),
                  device=str(res.final_state.device))
     group = root.create_group(name, attributes=attrs)
-    storage.write_tensors(group, {name: (getattr(res, name), dims)
+    storage.write_tensors(group, {name: (getattr(res, name), tensor_dims(res, name, dims))
                                   for name, dims in (TENSORS | OPTIONAL_TENSORS).items()
                                   if getattr(res, name) is not None})
     for field in RESULT_FIELDS:
@@ -150,6 +152,11 @@ def read_statistics(parent, name: str, device) -> dict | None:
     found = storage.read_tensors(parent[name], device)
     order = [k for k in NAMES if k in found] + sorted(k for k in found if k not in NAMES)
     return {k: found[k] for k in order}
+
+
+def tensor_dims(res, name: str, dims: tuple) -> tuple:
+    """The dims field `name` is written with: `dims`, or DENSE_MASS for a dense inverse_mass."""
+    return DENSE_MASS if name == "inverse_mass" and res.mass_matrix == "dense" else dims
 
 
 def complete_stream_store(path, res) -> None:

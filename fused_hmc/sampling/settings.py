@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from .._limits import LIMITS, STAN_WINDOWS
-from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter, check_mu, check_path,
-                        check_pooled, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, check_trajectory, count)
+from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter, check_mass_matrix,
+                        check_mu, check_path, check_pooled, check_seconds, check_step_size,
+                        check_step_size_fits, check_target, check_trajectory, count)
 from .superchains import check_superchains
 from .warmup import WarmupSettings
 
@@ -45,6 +45,7 @@ class SamplerOptions:
     pooled: bool | None = None
     jitter: float = 0.0
     inverse_mass: torch.Tensor | None = None
+    mass_matrix: str = "diagonal"
     adapt_windows: tuple[int, int, int] = STAN_WINDOWS
     out: object = None
     checkpoint: object = None
@@ -95,6 +96,7 @@ class SamplerSettings:
     max_leapfrog_steps: int
     jitter: float
     inverse_mass: torch.Tensor | None
+    mass_matrix: str
     thin: int
     progress: bool
     chunk_size: int | None
@@ -116,7 +118,8 @@ class SamplerSettings:
             first_transition=first_transition, num_warmup=w.num_warmup,
             target_accept=w.target_accept, adapt_step_size=w.adapt_step_size,
             adapt_mass_matrix=w.adapt_mass_matrix, pooled=w.pooled, jitter=self.jitter,
-            inverse_mass=self.inverse_mass, adapt_windows=w.windows,
+            inverse_mass=self.inverse_mass, mass_matrix=self.mass_matrix,
+            adapt_windows=w.windows,
             out=None if self.out is None else str(self.out),
             checkpoint_every=self.checkpoint_every, superchains=self.superchains,
             adapt_trajectory_length=w.adapt_trajectory_length,
@@ -146,8 +149,9 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
         o.trajectory_length, o.max_leapfrog_steps, num_leapfrog_steps, warmup)
     jitter = check_jitter(o.jitter)
     check_step_size_fits(step_size, jitter, warmup, chains)
-    inverse_mass = check_inverse_mass(o.inverse_mass, chains)
-    check_pooled(step_size, inverse_mass, warmup)
+    mass_matrix = check_mass_matrix(o.mass_matrix, chains)
+    inverse_mass = check_inverse_mass(o.inverse_mass, chains, mass_matrix)
+    check_pooled(step_size, inverse_mass, warmup, mass_matrix)
     thin = count("thin", o.thin, 1)
     chunk_size = None if o.chunk_size is None else count("chunk_size", o.chunk_size, 1)
     chain_offset = count("chain_offset", o.chain_offset, 0)
@@ -161,7 +165,7 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
         checkpoint=checkpoint, checkpoint_every=checkpoint_every, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, warmup=warmup,
         trajectory_length=trajectory_length, max_leapfrog_steps=max_leapfrog_steps,
-        jitter=jitter, inverse_mass=inverse_mass, thin=thin, progress=bool(o.progress),
+        jitter=jitter, inverse_mass=inverse_mass, mass_matrix=mass_matrix, thin=thin, progress=bool(o.progress),
         chunk_size=chunk_size, chain_offset=chain_offset, first_transition=first_transition,
         seed=seed, generator=o.generator)
 

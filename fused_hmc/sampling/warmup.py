@@ -85,6 +85,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from .. import _build
 from .._limits import LIMITS, STAN_WINDOWS
 
 MAX_WARMUP = LIMITS["kMaxWarmupLength"]
@@ -148,3 +149,30 @@ class WarmupSettings:
         object.__setattr__(self, "num_warmup", int(n))
         object.__setattr__(self, "target_accept", float(a))
         object.__setattr__(self, "windows", tuple(int(v) for v in w))
+
+
+def initial_interval(settings: WarmupSettings) -> int:
+    """The iterations of the warm-up's initial fast interval (0 without slow windows)."""
+    n = settings.num_warmup
+    init, base, term = settings.windows
+    if n < LIMITS["kMinWarmupForWindows"]:
+        return 0
+    if init + base + term > n:  # Stan's scaled windows (csrc/math/adaptation/adaptation_windows.h)
+        return int(0.15 * n)
+    return init
+
+
+def slow_window_ends(settings: WarmupSettings) -> list[int]:
+    """The warm-up iterations (0-based) that end a slow window, in order (the op's windows:
+    csrc/math/adaptation/adaptation_windows.h); none with fewer than kMinWarmupForWindows."""
+    n, i, ends = settings.num_warmup, initial_interval(settings), []
+    if n < LIMITS["kMinWarmupForWindows"]:
+        return ends
+    window_of = _build.bindings().slow_window_of
+    while i < n:
+        start, end = window_of(n, list(settings.windows), i)
+        if start < 0:
+            break
+        ends.append(end)
+        i = end + 1
+    return ends

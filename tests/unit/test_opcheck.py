@@ -77,8 +77,9 @@ def _philox4x32(device, dtype):
 def _chain_ops(device, dtype):
     """{op: samples} of the sample op (draws kept and thinned, none kept as None and as an empty
     tensor; once with an empty inv_mass, the unit mass) and the warmup op (given windows and
-    Stan's; both adaptations or the step size only), each target with G = 1 and G = B; and for
-    each target ChEES's pooled warm-up and a sampling call recording for it."""
+    Stan's; both adaptations or the step size only), each target with G = 1 and G = B; for
+    each target ChEES's pooled warm-up and a sampling call recording for it; and on the CPU a
+    dense mass (its factors [G, d, d]) for both ops."""
     q, mu = _state(device, dtype)
     sample, warmup = [], []
     pairs = zip(_targets(device, dtype, mu) * 2, (1, B, 1, B, 1, B))
@@ -107,6 +108,15 @@ def _chain_ops(device, dtype):
             sample.append(((q.clone(), *head, 3, 1, _statistics(device)),
                            dict(chees=_chees_state(device), trajectory_record=record,
                                 **_moments(device))))
+        if device == "cpu" and i < 3:  # a dense mass (CPU only): its factors [G, d, d]
+            factor = (torch.eye(D, dtype=dtype, device=device) * 0.9).expand(
+                groups, D, D).contiguous()
+            dense_head = (name, tensors, [], step, factor, 0.2, 4, 7, 0)
+            sample.append(((q.clone(), *dense_head, 3, 4, _statistics(device)),
+                           dict(thin=thin, kept_before=1, samples=kept, **_moments(device))))
+            warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
+                           dict(adaptation,
+                                window_m2=torch.zeros(B, D, D, device=device, **_F64))))
     return {"sample": sample, "warmup": warmup}
 
 

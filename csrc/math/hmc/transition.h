@@ -19,14 +19,17 @@
 //   Mass    the kinetic energy 0.5 p^T M^-1 p: momentum(z, i) = the momentum of coordinate i from
 //           its standard normal z, and inverse(i) = its M^-1 entry, the velocity's factor (a type
 //           UnitMass for the identity). mass_matrix.h's DiagonalMass / IdentityMass, or the lane
-//           group's register copy (CoordinateCoefficients). A dense mass would supply the same two
-//           members over the group's coordinates.
+//           group's register copy (CoordinateCoefficients). A dense mass (dense_mass.h's
+//           DenseMass, kDenseMass) forms the row's momentum, velocity M^-1 p and kinetic
+//           coefficients C (p1 + p0) over the whole row instead (momentum_row, velocity_row,
+//           kinetic_row): the drift moves x by eps times the velocity, the energy terms take the
+//           kinetic coefficients; the loop is the same.
 //
 // The operations, in order (every build forms the same bits from the same noise):
 //   eps_t = jittered_step_size(eps, jitter, noise.jitter_uniform())        in float64
 //   eps   = S(eps_t),  h = S(0.5 eps_t)
 //   L     = trajectory_steps(T, num_steps, eps_t, noise.trajectory_uniform())  (num_steps if T = 0)
-//   z     = the noise's normals;  p0_i = mass.momentum(z_i, i)
+//   z     = the noise's normals;  p0_i = mass.momentum(z_i, i)  (dense: p0 = L^-T z)
 //   x0_i  = q_i - shift_i (x0 = q for a target that is not shifted);  f0 = force(x0), or the force
 //           carried from the chain's previous transition (Carry)
 //   p = kick(p0, f0, h);  L times: x = drift(x, p, M^-1, eps); f = force(x); p = kick(p, f, eps),
@@ -48,6 +51,7 @@
 #include "../rng/stream_momentum.h"
 #include "../stats/chunk_sum.h"
 #include "../targets/target.h"
+#include "dense_mass.h"
 #include "mass_matrix.h"
 #include "metropolis.h"
 
@@ -200,6 +204,26 @@ struct TrajectoryRecord {
   double* velocity;
 };
 
+// The drift x += eps C p of a dense mass over the group's rows: the velocity row, then each
+// coordinate moved by it with the unit mass's rounding (FusedLeapfrog: one FMA).
+template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t>
+FHMC_HD void dense_drift(const Group& group, const Mass& mass, Row& x, const Row& p,
+                         scalar_t eps) {
+  const scalar_t* v = mass.velocity_row(p);
+  group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], v[i], UnitMass{}, eps); });
+}
+
+// The kinetic change's coefficient of coordinate i: the mass's M^-1_ii, or a dense mass's
+// (C (p1 + p0))_i from its kinetic row (dense_mass.h).
+template <class Mass, typename Index, typename scalar_t>
+FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const scalar_t* dense_row) {
+  if constexpr (kDenseMass<Mass>) {
+    return DenseKineticCoefficient<scalar_t>{dense_row[i]};
+  } else {
+    return mass.inverse(i);
+  }
+}
+
 // Transition of one chain from its state q (the group's row of it, updated when accepted). `carry`
 // (the group's Carry: the force f and potential at q, handed from one transition to the next for a
 // target that carries_force, as BlackJAX's HMCState keeps logdensity_grad) takes the force at q in
@@ -231,6 +255,9 @@ FHMC_HD TransitionDecision<scalar_t> transition(
     }
     w.p0[i] = mass.momentum(w.p0[i], i);
   });
+  // A dense mass forms the row's momentum L^-T z here, and each drift from its velocity row.
+  constexpr bool kDense = kDenseMass<Mass>;
+  if constexpr (kDense) mass.momentum_row(w.p0);
   constexpr bool kCarries = carries_force<Target>();
   bool carried = false;
   scalar_t u0;
@@ -248,27 +275,45 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   for (int step = 1; step < loop_steps; ++step) {
     const bool moving = !Group::template kMayHoldStill<Target> || step < leapfrog_steps;
     if (moving) {
-      group.each([&](auto i) {
-        w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
-      });
+      if constexpr (kDense) {
+        dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+      } else {
+        group.each([&](auto i) {
+          w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+        });
+      }
     }
     group.forces(target, mass, w.x, w.f);
     if (moving) group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.eps); });
   }
-  group.each([&](auto i) {
-    w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
-  });
+  if constexpr (kDense) {
+    dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+  } else {
+    group.each([&](auto i) {
+      w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
+    });
+  }
   const scalar_t u1 = group.forces(target, mass, w.x, w.f);
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
   if (record.x0 != nullptr && group.live()) {
+    const scalar_t* velocity = nullptr;
+    if constexpr (kDense) velocity = mass.velocity_row(w.p);
     group.each_chunk([&](const auto& chunk) {
       chunk.each([&](auto i, int64_t j) {
         record.x0[j] = static_cast<double>(Target::kShifted ? q[i] - mu[i] : q[i]);
         record.x1[j] = static_cast<double>(w.x[i]);
-        record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
+        if constexpr (kDense) {
+          record.velocity[j] = static_cast<double>(velocity[i]);
+        } else {
+          record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
+        }
       });
     });
   }
+  // The kinetic change's coefficient of coordinate i: M^-1_ii, or a dense mass's (C (p1 + p0))_i
+  // (dense_mass.h's DenseKineticCoefficient), formed before p's flip below.
+  const scalar_t* dense_kinetic = nullptr;
+  if constexpr (kDense) dense_kinetic = mass.kinetic_row(w.p0, w.p);
 
   // A group may recompute a coordinate target's forces at x0 and x here rather than hold them
   // through the trajectory (fewer live registers).
@@ -287,9 +332,10 @@ FHMC_HD TransitionDecision<scalar_t> transition(
           force1 = group.local_force(target, mass, i, j, w.x[i]);
         }
         partial += Leapfrog::energy_change_twice(x0, force0, w.p0[i], w.x[i], force1, w.p[i],
-                                                 mass.inverse(i));
+                                                 kinetic_coefficient(mass, i, dense_kinetic));
       } else {
-        partial += kinetic_change_twice(w.p0[i], w.p[i], mass.inverse(i));
+        partial += kinetic_change_twice(w.p0[i], w.p[i],
+                                        kinetic_coefficient(mass, i, dense_kinetic));
       }
     });
     change.add(chunk, partial);
