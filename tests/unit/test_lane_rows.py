@@ -16,54 +16,11 @@ import torch
 from fused_hmc import CppTarget
 
 from ._helpers import run_op
+from ._rows_logistic import GRADIENT, SHARE
 
 N, K = 37, 3  # rows (not a multiple of the lanes: the lanes' shares differ in size), predictors
 DIM = K + 1  # the coefficients, then the intercept
 
-SHARE = r"""
-template <typename T, typename Data>
-FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows rows) {
-  constexpr int64_t K = FUSED_HMC_DIM - 1;
-  const int64_t N = data.y_size;
-  T lp = 0.0;
-  for (int64_t i = rows.first; i < N; i += rows.step) {
-    T eta = x[K];
-    for (int64_t k = 0; k < K; ++k) eta += data.XT[k * N + i] * x[k];
-    lp += data.y[i] * eta - softplus(eta);
-  }
-  if (rows.first == 0) {
-    for (int64_t k = 0; k <= K; ++k) lp += -0.125 * x[k] * x[k];
-  }
-  return lp;
-}
-"""
-
-# d/dx_k of the share: sum_i (y_i - sigmoid(eta_i)) X_ik, and -x_k / 4 on lane 0.
-GRADIENT = r"""
-template <typename T, typename Data>
-FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& data,
-                                             fused_hmc::Rows rows) {
-  constexpr int64_t K = FUSED_HMC_DIM - 1;
-  const int64_t N = data.y_size;
-  T lp = 0.0;
-  for (int64_t k = 0; k <= K; ++k) grad[k] = 0.0;
-  for (int64_t i = rows.first; i < N; i += rows.step) {
-    T eta = x[K];
-    for (int64_t k = 0; k < K; ++k) eta += data.XT[k * N + i] * x[k];
-    lp += data.y[i] * eta - softplus(eta);
-    const T residual = data.y[i] - sigmoid(eta);
-    for (int64_t k = 0; k < K; ++k) grad[k] += residual * data.XT[k * N + i];
-    grad[K] += residual;
-  }
-  if (rows.first == 0) {
-    for (int64_t k = 0; k <= K; ++k) {
-      lp += -0.125 * x[k] * x[k];
-      grad[k] += -0.25 * x[k];
-    }
-  }
-  return lp;
-}
-"""
 
 # The same model as a plain (one-call) source whose log_density forms the 32 strided partials and
 # adds them by a recursive pairwise tree, written here independently of
