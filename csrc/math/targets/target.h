@@ -19,7 +19,7 @@
 //                the partial sums that log_density_and_gradient adds (math/targets/lane_rows.h).
 //
 // and:
-//   kName            the registry key, as Python's ops.run names the target;
+//   kName            the registry key, as the sample and warmup ops name the target;
 //   kQuadratic       U(x) = 0.5 x^T Lambda x for symmetric Lambda: the energy change is summed as
 //                    differences (x1 - x0)(f0 + f1) per coordinate (exact for quadratics, no
 //                    cancellation); otherwise the kernel sums the kinetic change and adds
