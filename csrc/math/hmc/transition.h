@@ -204,13 +204,18 @@ struct TrajectoryRecord {
   double* velocity;
 };
 
-// The drift x += eps C p of a dense mass over the group's rows: the velocity row, then each
-// coordinate moved by it with the unit mass's rounding (FusedLeapfrog: one FMA).
+// The drift x += eps M^-1 p over the group's rows: coordinate by coordinate with the mass's
+// M^-1_ii, or for a dense mass from its velocity row C p, each coordinate moved with the unit
+// mass's rounding (FusedLeapfrog: one FMA).
 template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t>
-FHMC_HD void dense_drift(const Group& group, const Mass& mass, Row& x, const Row& p,
-                         scalar_t eps) {
-  const scalar_t* v = mass.velocity_row(p);
-  group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], v[i], UnitMass{}, eps); });
+FHMC_HD void drift_row(const Group& group, const Mass& mass, Row& x, const Row& p,
+                       scalar_t eps) {
+  if constexpr (kDenseMass<Mass>) {
+    const scalar_t* v = mass.velocity_row(p);
+    group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], v[i], UnitMass{}, eps); });
+  } else {
+    group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], p[i], mass.inverse(i), eps); });
+  }
 }
 
 // The kinetic change's coefficient of coordinate i: the mass's M^-1_ii, or a dense mass's
@@ -274,25 +279,11 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p0[i], w.f0[i], steps.half_eps); });
   for (int step = 1; step < loop_steps; ++step) {
     const bool moving = !Group::template kMayHoldStill<Target> || step < leapfrog_steps;
-    if (moving) {
-      if constexpr (kDense) {
-        dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
-      } else {
-        group.each([&](auto i) {
-          w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
-        });
-      }
-    }
+    if (moving) drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps);
     group.forces(target, mass, w.x, w.f);
     if (moving) group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.eps); });
   }
-  if constexpr (kDense) {
-    dense_drift<Leapfrog>(group, mass, w.x, w.p, steps.eps);
-  } else {
-    group.each([&](auto i) {
-      w.x[i] = Leapfrog::drift(w.x[i], w.p[i], mass.inverse(i), steps.eps);
-    });
-  }
+  drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps);
   const scalar_t u1 = group.forces(target, mass, w.x, w.f);
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
   if (record.x0 != nullptr && group.live()) {
