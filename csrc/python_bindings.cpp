@@ -5,10 +5,11 @@
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
 // Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host
 // build of math/fp/portable_math.h's exp and log, fp/host_transcendentals.h's Box-Muller
-// functions and math/rng/stream_key.h's philox_key_from_seed. Test-only too: the torch-stream emulation (math/rng/noise_streams.h's
-// launch geometry, value -> (subsequence, block, lane) map and 32-bit split test; torch_stream.h's
-// randn_like layout); the CUDA chain kernels' block choice (cuda/group_shape.h, host logic); the
-// CPU chains' threads (at::parallel_for as compiled here, cpu/chain_blocks.h's scheduler).
+// functions and math/rng/stream_key.h's philox_key_from_seed. Test-only too: the torch-stream
+// emulation (math/rng/noise_streams.h's launch geometry, value -> (subsequence, block, lane) map
+// and 32-bit split test; torch_stream.h's randn_like layout); the CUDA chain kernels' block
+// choice (cuda/group_shape.h, host logic); the CPU chains' threads (at::parallel_for as compiled
+// here, cpu/chain_blocks.h's scheduler).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
