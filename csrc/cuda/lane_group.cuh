@@ -269,15 +269,29 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
   return -log_p;
 }
 
+// The thread's coordinates of a chain's row (those below dim) written to the shared row `row`.
+template <int GROUP, int CHUNKS, typename scalar_t>
+__device__ __forceinline__ void write_shared_row(scalar_t* row, GroupSeat seat, int dim,
+                                                 const scalar_t (&x)[CHUNKS][4]) {
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int j0 = seat.chunk_start(c, GROUP);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (seat.live && j0 + e < dim) row[j0 + e] = x[c][e];
+    }
+  }
+}
+
 // lane_share_forces for block lanes (GROUP > 32: the block is one chain, so every thread takes
 // the same branches and reaches the same barriers). The position passes through `shared`
 // (block_lanes_shared_scalars: [kDim] position, then per warp its log p and [kDim] gradient);
 // each lane evaluates its block of partials, the butterfly adds a warp's 32 lanes, lane 0 of each
 // warp writes the warp's sums and every thread adds the warps' by lane_rows.h's adjacent_tree:
-// the lanes' sums by the same tree as the warp path's, so the bits do not depend on GROUP. Two barriers per
-// evaluation: the position is read before any warp's sums are written, and the next evaluation's
-// position is written after every thread has passed the second barrier, its sums after the
-// next first barrier, which every reader of these sums has reached.
+// the lanes' sums by the same tree as the warp path's, so the bits do not depend on GROUP. Two
+// barriers per evaluation: the position is read before any warp's sums are written, and the next
+// evaluation's position is written after every thread has passed the second barrier, its sums
+// after the next first barrier, which every reader of these sums has reached.
 template <class Target, int GROUP, int CHUNKS, typename scalar_t = typename Target::Scalar>
 __device__ __forceinline__ scalar_t block_share_forces(const Target& target, GroupSeat seat,
                                                        const scalar_t (&x)[CHUNKS][4],
@@ -295,14 +309,7 @@ __device__ __forceinline__ scalar_t block_share_forces(const Target& target, Gro
   }
   if (!seat.live) return scalar_t(0);  // the whole block alike
   scalar_t* const warp_rows = shared + kDim;
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int j0 = seat.chunk_start(c, GROUP);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (j0 + e < kDim) shared[j0 + e] = x[c][e];
-    }
-  }
+  write_shared_row<GROUP, CHUNKS>(shared, seat, kDim, x);
   __syncthreads();
   scalar_t position[kDim], gradient[kDim];
 #pragma unroll
@@ -375,14 +382,7 @@ __device__ __forceinline__ scalar_t group_forces(const Target& target, GroupSeat
     }
   } else {
     __syncthreads();  // every thread has read the previous x
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-      const int j0 = seat.chunk_start(c, GROUP);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (seat.live && j0 + e < k.dim) x_shared[j0 + e] = x[c][e];
-      }
-    }
+    write_shared_row<GROUP, CHUNKS>(x_shared, seat, k.dim, x);
     __syncthreads();
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
