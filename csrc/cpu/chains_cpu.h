@@ -362,9 +362,8 @@ class Warmup {
   // regularised for the n B draws, as the diagonal's), and fresh windows.
   void update_pooled_dense_mass(double n) const {
     const int64_t d = c_.dim;
-    std::vector<PairwiseChunkSum<double>> sums(pooled_sums(d));
-    std::vector<double> scratch(pooled_scratch(d)), cov(d * d);
-    pooled_dense_covariance(p_.window_m2, c_.batch, n, d, cov.data(), sums.data(), scratch.data());
+    std::vector<double> cov(d * d);
+    pooled_dense_covariance(p_.window_mean, p_.window_m2, c_.batch, n, d, cov.data());
     regularize_covariance(cov.data(), n * static_cast<double>(c_.batch), d);
     adapt_dense_factor(cov.data(), d, c_.inv_mass);
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);

@@ -87,15 +87,14 @@ std::tuple<bool, Tensor> adapted_factor(const Tensor& cov, const Tensor& factor)
   return {changed, out};
 }
 
-// The pooled covariance (before regularisation) of windows of n draws with co-moments m2 [B, d, d].
-Tensor pooled(const Tensor& m2, double n) {
-  const Tensor in = contiguous_cpu(m2, at::kDouble);
+// The pooled covariance (before regularisation) of windows of n draws with means mean [B, d] and
+// co-moments m2 [B, d, d].
+Tensor pooled(const Tensor& mean, const Tensor& m2, double n) {
+  const Tensor means = contiguous_cpu(mean, at::kDouble), in = contiguous_cpu(m2, at::kDouble);
   const int64_t batch = in.size(0), d = in.size(1);
-  std::vector<PairwiseChunkSum<double>> sums(pooled_sums(d));
-  std::vector<double> scratch(pooled_scratch(d));
   Tensor out = at::empty({d, d}, in.options());
-  pooled_dense_covariance(in.data_ptr<double>(), batch, n, d, out.data_ptr<double>(), sums.data(),
-                          scratch.data());
+  pooled_dense_covariance(means.data_ptr<double>(), in.data_ptr<double>(), batch, n, d,
+                          out.data_ptr<double>());
   return out;
 }
 
