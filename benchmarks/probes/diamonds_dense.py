@@ -16,6 +16,10 @@ Measured on the CPU (16 chains, 400 + 400, seed 1; bulk ESS, ESS per 1,000 sampl
     direct_dense_per_chain     22   0.39  DISAGREES (|z| 13)
     direct_dense_pooled     1,178  21.1   agrees (|z| 1.9)
 
+With ChEES instead of L = 8 (`adapt_trajectory_length=True`, same size and seed): the direct form
+with the dense mass 1,124 (121 per 1,000 gradients, T 1.06), the QR form with the diagonal one
+1,083 (113, T 1.06); both agree with posteriordb, and no chain is stuck.
+
 The pooled estimate before this one (each chain's own window correlations, averaged) gave ESS 20
 and 21 for seeds 2 and 3 (|z| 43 and 33, DISAGREES); this one gives 1,075 and 1,411 (agrees).
 A fixed dense mass from a long QR-form run's draws gives ESS 1,399 in the direct form: the
