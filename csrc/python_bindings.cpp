@@ -123,7 +123,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         {"kInitBuffer", fused_hmc::kInitBuffer},
         {"kBaseWindow", fused_hmc::kBaseWindow},
         {"kTermBuffer", fused_hmc::kTermBuffer},
-        {"kMinWarmupForWindows", fused_hmc::kMinWarmupForWindows}};
+        {"kMinWarmupForWindows", fused_hmc::kMinWarmupForWindows},
+        {"kMinDualAveragingRun", fused_hmc::kMinDualAveragingRun},
+        {"kMinScaledWindow", fused_hmc::kMinScaledWindow}};
   });
   // (threads, chains) of a CUDA chain kernel's block (cuda/group_shape.h: host logic only).
   m.def("chain_block", [](int group, int64_t batch, int sm_count) {

@@ -27,6 +27,20 @@ FHMC_LIMIT(kInitBuffer, 75)
 FHMC_LIMIT(kBaseWindow, 25)
 FHMC_LIMIT(kTermBuffer, 50)
 FHMC_LIMIT(kMinWarmupForWindows, 20)
+// The fewest warm-up iterations that may follow a restart of dual averaging (issue 32). A restart
+// sets mu = log(10 eps), and its run's first iterates, near 10 eps, weigh most in the final
+// exp(x_bar): Stan's scaled windows left 2 terminal iterations of a 20-iteration warm-up, which
+// ended at 5-9x the long warm-up's step size, and most of sampling's transitions diverged.
+// Measured with windows (75, 25, M), W = 1000, per-chain warm-up, on a Gaussian (d = 10), eight
+// schools and logistic regression, median final acceptance for target 0.8: 0.78 / 0.76 / 0.77 at
+// M = 20, 0.79 / 0.79 / 0.78 at M = 25 (0.00 / 0.01 at M = 5 on the first two).
+// Without the restart the step size stays fitted to the mass before the last window (logistic
+// regression's, 10x too small after it), hence the scaled windows' widened terminal interval.
+FHMC_LIMIT(kMinDualAveragingRun, 25)
+// The fewest draws of the slow window that the scaled windows' widened terminal interval leaves
+// (adaptation_windows.h): the regularisation's prior weight (math/hmc/mass_matrix.h), so that the
+// window's variance outweighs the 1e-3 it is shrunk towards.
+FHMC_LIMIT(kMinScaledWindow, 5)
 
 }  // namespace fused_hmc
 

@@ -15,8 +15,10 @@ Windows (Stan Reference Manual, "HMC algorithm parameters", automatic parameter 
 fast interval of ``init_buffer`` = 75 iterations, slow windows of ``base_window`` = 25, then 50,
 100, ... (the last stretched to the start of the terminal interval when the next would overrun it),
 a terminal fast interval of ``term_buffer`` = 50 (Stan's adapt init_buffer / window / term_buffer).
-When the three do not fit in num_warmup they scale to 15% / 75% / 10% of it; with fewer than 20
-warm-up iterations there are no slow windows (step size only). The C++ twin is
+When the three do not fit in num_warmup they scale to 15% / 75% / 10% of it, the terminal interval
+widened to 25 iterations from 35 on; dual averaging restarts only where 25 iterations follow
+(issue 32: a restart at 10x eps needs them to come back down); with fewer than 20 warm-up
+iterations there are no slow windows (step size only). The C++ twin is
 csrc/math/adaptation/adaptation_windows.h (the tests' oracle is
 tests/unit/_windows_reference.py).
 

@@ -1,6 +1,8 @@
 """A Python oracle of Stan's warm-up windows (csrc/math/adaptation/adaptation_windows.h computes
 them in the
-kernels), written from Stan's windowed_adaptation.hpp for the tests."""
+kernels), written from Stan's windowed_adaptation.hpp for the tests, with one departure: the scaled
+windows' terminal interval is at least kMinDualAveragingRun iterations where a slow window of
+kMinScaledWindow draws still fits (csrc/math/limits.h says why)."""
 from __future__ import annotations
 
 from fused_hmc._limits import LIMITS
@@ -8,6 +10,7 @@ from fused_hmc._limits import LIMITS
 INIT_BUFFER, BASE_WINDOW, TERM_BUFFER = (LIMITS["kInitBuffer"], LIMITS["kBaseWindow"],
                                          LIMITS["kTermBuffer"])
 MIN_WARMUP_FOR_WINDOWS = LIMITS["kMinWarmupForWindows"]
+MIN_RUN, MIN_SCALED_WINDOW = LIMITS["kMinDualAveragingRun"], LIMITS["kMinScaledWindow"]
 
 
 def warmup_windows(num_warmup: int, init_buffer: int = INIT_BUFFER, base_window: int = BASE_WINDOW,
@@ -22,6 +25,8 @@ def warmup_windows(num_warmup: int, init_buffer: int = INIT_BUFFER, base_window:
     init, term, base = init_buffer, term_buffer, base_window
     if init + base + term > num_warmup:
         init, term = int(0.15 * num_warmup), int(0.10 * num_warmup)
+        if num_warmup - init - MIN_RUN >= MIN_SCALED_WINDOW:  # our departure (issue 32)
+            term = max(term, MIN_RUN)
         base = num_warmup - init - term
     last = num_warmup - term - 1  # the last slow iteration
     windows = []

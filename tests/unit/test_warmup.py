@@ -16,11 +16,12 @@ import math
 import pytest
 import torch
 
+import fused_hmc
 from fused_hmc.sampling.warmup import WarmupSettings
 from fused_hmc.targets import DiagonalGaussian
 
 from ._helpers import run_op
-from ._windows_reference import warmup_windows
+from ._windows_reference import MIN_RUN, warmup_windows
 from .test_targets import make_target, run_tuned
 
 STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
@@ -32,7 +33,9 @@ STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
                           (850, 1950)]),
     (150, (75, 25, 50), [(75, 100)]),
     (200, (75, 25, 50), [(75, 100), (100, 150)]),
-    (100, (75, 25, 50), [(15, 90)]),  # scaled to 15% / 75% / 10%
+    (100, (75, 25, 50), [(15, 75)]),  # scaled to 15% / 60% / 25 iterations (Stan: 10%)
+    (35, (75, 25, 50), [(5, 10)]),  # the shortest with the widened terminal interval
+    (34, (75, 25, 50), [(5, 31)]),  # Stan's 15% / 75% / 10%
     (20, (75, 25, 50), [(3, 18)]),
     (19, (75, 25, 50), []),
     (0, (75, 25, 50), []),
@@ -132,7 +135,8 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             assert torch.equal(s["wm"], torch.zeros_like(s["wm"]))  # a fresh window follows
             draws = []
             updates.append(i)
-            for st, eps in zip(stan, s["step"].tolist()):  # Stan: set_mu(log(10 eps)), restart()
+            # Stan: set_mu(log(10 eps)), restart(); ours only where MIN_RUN iterations follow.
+            for st, eps in zip(stan, s["step"].tolist()) if num_warmup - i - 1 >= MIN_RUN else ():
                 st.set_mu(eps)
                 if window == slow[-1] and chains_in_statistic == 1:  # the terminal run's gamma
                     st.gamma = TERMINAL_GAMMA
@@ -171,10 +175,13 @@ def test_warmup_parts(adapt_step_size, adapt_mass_matrix):
 
 
 @pytest.mark.parametrize("num_warmup, windows", [(30, (75, 25, 50)), (12, (75, 25, 50)),
-                                                 (60, (5, 10, 3))])
-def test_warmup_short_and_custom_windows(num_warmup, windows, device):
+                                                 (60, (5, 10, 3)), (100, (75, 25, 50))])
+@pytest.mark.parametrize("pooled", [False, True])
+def test_warmup_short_and_custom_windows(num_warmup, windows, pooled, device):
+    """Scaled and custom windows, with terminal intervals too short for a restart (30, 60) and
+    the scaled windows' widened one (100)."""
     replay(_diagonal(), _q0(chains=3).to(device), num_warmup=num_warmup, windows=windows,
-           settings=WarmupSettings(num_warmup, pooled=True))
+           settings=WarmupSettings(num_warmup, pooled=pooled))
 
 
 @pytest.mark.parametrize("pooled", [False, True])
@@ -282,3 +289,46 @@ def test_pooled_inverse_mass_is_robust_to_late_chains(device):
     ratio = s["inv"][0].cpu() / sigma2
     assert bool(((ratio > 0.9) & (ratio < 1.2)).all()), ratio
     assert torch.equal(s["wm2"], torch.zeros_like(s["wm2"]))  # a fresh window follows
+
+
+@pytest.mark.parametrize("num_warmup", [20, 50])
+def test_short_warmup_step_size_is_stable_and_lands_near_the_target(num_warmup, device):
+    """Issue 32: Stan's scaled windows of a 20-iteration warm-up left a terminal interval of 2
+    iterations; dual averaging restarted there at mu = log(10 eps) and ended near 5x the long
+    warm-up's step size (median 5.3 here), and 95% of the sampling transitions diverged. Now a
+    restart needs kMinDualAveragingRun iterations after it (none at 20: the step size keeps its
+    run from iteration 0), and the scaled windows of 50 keep a terminal interval of 25.
+
+    N(0, I_10), unit start mass, 64 chains, L = 8, jitter 0.2, fixed seeds (the draws are the same
+    on every run and device). Thresholds:
+    - Stability, the bound any correct warm-up must meet: leapfrog on the oscillator of frequency
+      w = sqrt(inverse mass) is stable iff eps w < 2, so each chain's largest jittered step
+      1.2 eps must satisfy 1.2 eps sqrt(max_j inv_mass_j) < 2; then the energy error stays a
+      bounded multiple of the energy (about d = 10), far from the 1000 that counts a divergence:
+      no divergence at all. The old warm-up's steps (median 5.3) broke the bound in every chain.
+    - The long warm-up's 0.8 acceptance needs eps w near 0.95 here; a warm-up that stays
+      conservative (acceptance up to 0.97 without a terminal restart) ends near half of it. The
+      median over chains must lie in [0.25, 1.25] of the long warm-up's median: wider than the
+      run-to-run spread of a median of 64 chains (q05..q95 of single chains: 0.85x .. 1.2x).
+    - With the terminal interval of 25 (num_warmup=50) the pooled mean acceptance lies within
+      the issue's 0.03 of the target, plus 5 standard errors of a mean of 64 chains (their sd,
+      measured, about 0.05): a correct sampler exceeds it in fewer than 1e-6 of seeds.
+    """
+    chains, dim, jitter, target = 64, 10, 0.2, 0.8
+    q0 = torch.randn(chains, dim, generator=torch.Generator().manual_seed(32),
+                     dtype=torch.float64).to(device)
+
+    def run(warmup):
+        return fused_hmc.sample(q0, 200, num_warmup=warmup, seed=32, num_leapfrog_steps=8,
+                                jitter=jitter, progress=False, keep_samples=False)
+
+    long, short = run(1000), run(num_warmup)
+    frequency = short.inverse_mass.amax(-1).sqrt()
+    assert float(((1 + jitter) * short.step_size * frequency).max()) < 2.0
+    assert int(short.chain_statistics["divergences"].sum()) == 0
+    ratio = float(short.step_size.median() / long.step_size.median())
+    assert 0.25 <= ratio <= 1.25, ratio
+    if num_warmup == 50:
+        acc = short.mean_accept_prob
+        tolerance = 0.03 + 5 * float(acc.std()) / chains ** 0.5
+        assert abs(float(acc.mean()) - target) < tolerance, (float(acc.mean()), tolerance)

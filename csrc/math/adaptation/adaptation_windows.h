@@ -7,8 +7,11 @@
 // twice as long, the last stretched to end where the terminal fast interval begins: a window is
 // stretched when the one after it would overrun), and the terminal fast interval (term_buffer, 50).
 // When W < init_buffer + base_window + term_buffer they scale to 15% / 75% / 10% of W (one slow
-// window). Below W = 20 there are no slow windows. Step-size dual averaging runs throughout and
-// restarts after every slow window's end.
+// window), the terminal interval widened to kMinDualAveragingRun = 25 iterations from W = 35 on
+// (Stan keeps 10%). Below W = 20 there are no slow windows. Step-size dual averaging runs
+// throughout and restarts after every slow window's end that at least kMinDualAveragingRun
+// iterations follow (limits.h says why): after a shorter terminal interval (W = 20 .. 34, or
+// adapt_windows with a term_buffer below 25) the run that began before the last window goes on.
 //
 // (Stan's own set_window_params, in the scaled case, sets the sizes but not the first window's end,
 // so Stan never updates the metric there; we follow the documented intent.)
@@ -33,9 +36,16 @@ FHMC_HD WarmupWindows warmup_windows(int64_t num_warmup, int64_t init_buffer = k
                                      int64_t term_buffer = kTermBuffer) {
   if (num_warmup < kMinWarmupForWindows) return {num_warmup, 0, 0, 0, false};
   if (init_buffer + base_window + term_buffer > num_warmup) {
-    // Stan's 0.15 * num_warmup and 0.10 * num_warmup, truncated.
+    // Stan's 0.15 * num_warmup and 0.10 * num_warmup, truncated, but a terminal interval of at
+    // least kMinDualAveragingRun where a slow window of kMinScaledWindow draws still fits: the
+    // final step size comes from the terminal run, which restarts at 10x eps to meet the new mass
+    // (limits.h).
     const int64_t init = static_cast<int64_t>(0.15 * static_cast<double>(num_warmup));
-    const int64_t term = static_cast<int64_t>(0.10 * static_cast<double>(num_warmup));
+    int64_t term = static_cast<int64_t>(0.10 * static_cast<double>(num_warmup));
+    if (term < kMinDualAveragingRun &&
+        num_warmup - init - kMinDualAveragingRun >= kMinScaledWindow) {
+      term = kMinDualAveragingRun;
+    }
     return {num_warmup, init, term, num_warmup - init - term, true};
   }
   return {num_warmup, init_buffer, term_buffer, base_window, true};
@@ -68,8 +78,10 @@ FHMC_HD bool ends_slow_window(const WarmupWindows& w, int64_t i) {
 }
 
 // The warm-up iteration at which the dual averaging that iteration i belongs to (re)started: 0, or
-// one past the end of the last slow window before i (when the inverse mass is adapted).
+// one past the end of the last slow window before i (when the inverse mass is adapted) that leaves
+// kMinDualAveragingRun iterations: the last such point at or before min(i, W - that many).
 FHMC_HD int64_t dual_averaging_start(const WarmupWindows& w, int64_t i, bool adapt_mass) {
+  if (i > w.num_warmup - kMinDualAveragingRun) i = w.num_warmup - kMinDualAveragingRun;
   if (!adapt_mass || !w.enabled || i <= w.init_buffer) return 0;
   const int64_t last = w.num_warmup - w.term_buffer - 1;
   const SlowWindow s = slow_window_of(w, i <= last ? i : last);

@@ -13,11 +13,11 @@
 
 namespace fused_hmc {
 
-// Whether warm-up iteration i belongs to the terminal fast interval's own dual-averaging run (the
-// run that restarts after the last slow window and sets the final step size).
-FHMC_HD bool in_terminal_run(const WarmupWindows& windows, int64_t i, bool adapt_mass_matrix) {
-  return adapt_mass_matrix && windows.enabled && windows.term_buffer > 0 &&
-         i >= windows.num_warmup - windows.term_buffer;
+// Whether the dual-averaging run that started at warm-up iteration `start` is the terminal fast
+// interval's own (the run that restarts after the last slow window and sets the final step size;
+// none when the interval is too short for a restart: adaptation_windows.h).
+FHMC_HD bool is_terminal_run(const WarmupWindows& windows, int64_t start) {
+  return windows.term_buffer > 0 && start == windows.num_warmup - windows.term_buffer;
 }
 
 // The step size after warm-up iteration i (counted from the warm-up's start) with acceptance
@@ -38,10 +38,10 @@ FHMC_HD double warmup_step_size_update(DualAveraging& averaging, const WarmupWin
                                        int64_t i, bool adapt_mass_matrix, bool per_chain,
                                        double accept_stat, double target_accept,
                                        double step_size) {
-  const int64_t n = i - dual_averaging_start(windows, i, adapt_mass_matrix) + 1;
-  const double gamma = per_chain && in_terminal_run(windows, i, adapt_mass_matrix)
-                           ? kTerminalDualAveragingGamma
-                           : kDualAveragingGamma;
+  const int64_t start = dual_averaging_start(windows, i, adapt_mass_matrix);
+  const double gamma = per_chain && is_terminal_run(windows, start) ? kTerminalDualAveragingGamma
+                                                                    : kDualAveragingGamma;
+  const int64_t n = i - start + 1;
   step_size = dual_averaging_update(averaging, n, accept_stat, target_accept, step_size, gamma);
   if (i == windows.num_warmup - 1) step_size = dual_averaging_final(averaging);
   return step_size;
