@@ -63,11 +63,13 @@ def run(name, chains, warmup, draws, seed):
     gradients = res.warmup_gradient_evaluations + res.sampling_gradient_evaluations
     report = compare_draws(values, model.posteriordb, alpha=1e-6)
     divergences = int(res.chain_statistics["divergences"].sum())
-    return dict(config=name, wall_s=round(seconds, 1), gradients=gradients, min_bulk_ess=float(ess.min()),
-                ess_per_1k_sampling_gradients=1000 * float(ess.min()) / res.sampling_gradient_evaluations,
-                accept=float(res.mean_accept_prob.mean()), divergences=divergences,
-                posteriordb="agrees" if report.passed else "DISAGREES",
-                worst_z=abs(report.worst.z))
+    ess_min = float(ess.min())
+    return {"config": name, "wall_s": round(seconds, 1), "gradients": gradients,
+            "min_bulk_ess": ess_min,
+            "ess_per_1k_sampling_gradients": 1000 * ess_min / res.sampling_gradient_evaluations,
+            "accept": float(res.mean_accept_prob.mean()), "divergences": divergences,
+            "posteriordb": "agrees" if report.passed else "DISAGREES",
+            "worst_z": abs(report.worst.z)}
 
 
 def main():
