@@ -78,8 +78,9 @@ def test_chain_blocks_run_every_chain_once(batch, block, threads):
     assert bindings().chain_block_visits(batch, block) == [1] * batch
 
 
+@pytest.mark.parametrize("mass_matrix", ["diagonal", "dense"])
 @pytest.mark.parametrize("pooled", [False, True], ids=["per_chain", "pooled"])
-def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled):
+def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled, mass_matrix):
     g = torch.Generator().manual_seed(33)
     q0 = 3.0 * torch.randn(97, 6, generator=g, dtype=torch.float32)
     mu = torch.linspace(-1.0, 1.0, 6)
@@ -89,7 +90,7 @@ def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled):
     def run():
         res = fused_hmc.sample(q0, 25, mu=mu, num_warmup=40, pooled=pooled, jitter=0.3,
                                seed=5, num_leapfrog_steps=4, step_size=0.3, chunk_size=7,
-                               progress=False, **extra)
+                               mass_matrix=mass_matrix, progress=False, **extra)
         return _result_fields(res)
 
     results = _under_each_thread_count(run)
