@@ -11,6 +11,8 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -93,6 +95,23 @@ class CarriedForces {
 // Chains per block (chain_blocks.h): at least a few chains when a call runs few transitions.
 inline int64_t block_size(int64_t batch, int64_t num_transitions) {
   return chain_block_size(batch, 16 / std::max<int64_t>(1, num_transitions));
+}
+
+// The work a block of one pooled transition should hold: well above what taking a block costs
+// (about a microsecond: a parallel_for task, an atomic).
+constexpr double kPooledBlockSeconds = 20e-6;
+
+// Chains per block of a pooled warm-up's transitions, from how long the first one took over
+// `batch` chains in blocks of `block`: 16 chains of a Gaussian are worth one block, but one chain
+// of a model over data rows can be (16 logistic regression chains on 2 threads otherwise ran the
+// warm-up on one thread, 27 us a gradient against sampling's 18). Which thread runs a chain
+// changes no bit.
+inline int64_t timed_block_size(int64_t batch, int64_t block, double seconds) {
+  const int64_t blocks = (batch + block - 1) / block;
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(blocks, at::get_num_threads()));
+  const double per_chain = seconds * static_cast<double>(threads) / static_cast<double>(batch);
+  const double wanted = per_chain > 0.0 ? std::ceil(kPooledBlockSeconds / per_chain) : 16.0;
+  return chain_block_size(batch, static_cast<int64_t>(std::min(16.0, std::max(1.0, wanted))));
 }
 
 // Stores chain b's state q [dim] as this call's kept draw k (KeepClock::kept_index) and folds it
@@ -406,8 +425,9 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
   CarriedForces<Target> forces(c.batch, c.dim);
   const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
-  const int64_t block = block_size(c.batch, 1);
+  int64_t block = block_size(c.batch, 1);
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    const auto began = std::chrono::steady_clock::now();
     // every chain's part in parallel; the reductions below in the chain index's fixed order
     for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& mine,
                                                       int64_t begin, int64_t end) {
@@ -416,6 +436,10 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
         accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());
       }
     });
+    if (t == c.first_transition) {
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+      block = timed_block_size(c.batch, block, took.count());
+    }
     PairwiseChunkSum<double> sum;
     for (const double a : accept_stats) sum.add(a);
     warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));

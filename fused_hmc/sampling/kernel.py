@@ -34,9 +34,14 @@ def dense_factor(inverse_mass: torch.Tensor, dtype: torch.dtype) -> torch.Tensor
 
 def dense_inverse_mass(factor: torch.Tensor) -> torch.Tensor:
     """The inverse masses C = L L^T [..., d, d] that factors L represent (float64 products, in
-    the factors' dtype)."""
+    the factors' dtype). The product is d elementwise outer-product updates, column by column:
+    a matrix product's summation order follows the thread count, and no bit of a result may."""
     f = factor.to(torch.float64)
-    return (f @ f.mT).to(factor.dtype)
+    c = torch.zeros_like(f)
+    for m in range(f.shape[-1]):
+        column = f[..., :, m]
+        c += column[..., :, None] * column[..., None, :]
+    return c.to(factor.dtype)
 
 
 class AdaptationState(NamedTuple):

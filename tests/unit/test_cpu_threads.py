@@ -137,3 +137,26 @@ def test_cpp_target_is_bitwise_the_same_on_1_2_3_threads(eight_schools, pooled):
     results = _under_each_thread_count(run)
     assert results[0]["accept_count"].sum() > 0
     _assert_same_bits(results)
+
+
+@pytest.mark.parametrize("mass_matrix", ["diagonal", "dense"])
+def test_a_costly_model_pooled_is_bitwise_the_same_on_1_2_3_threads(mass_matrix):
+    """The library's logistic regression (1,000 rows a gradient) costs tens of microseconds a
+    chain and transition, so after the pooled warm-up's timed first transition its blocks hold 1
+    or 2 chains, where a Gaussian's hold 16 (chains_cpu.h's timed_block_size): a block size that
+    depends on the clock and the thread count, and no bit that does. With ChEES and chunks."""
+    from fused_hmc import models
+
+    model = models.logistic_regression()
+    target = model.target(gradient=True)
+    q0 = model.initial_point(37, generator=torch.Generator().manual_seed(4))
+
+    def run():
+        res = fused_hmc.sample(q0, 10, target=target, num_warmup=40, jitter=0.2, seed=6,
+                               adapt_trajectory_length=True, mass_matrix=mass_matrix,
+                               chunk_size=15, progress=False)
+        return _result_fields(res)
+
+    results = _under_each_thread_count(run)
+    assert results[0]["accept_count"].sum() > 0
+    _assert_same_bits(results)
