@@ -8,8 +8,8 @@
    its threads) beside it, which a shared machine's load does not inflate.
 2. Eight schools (posteriordb's non-centred form) and logistic regression (German-credit shape)
    from fused_hmc.models, --chains chains, 1000 warm-up + 1000 draws: fused_hmc (the model's
-   CppTarget, hand-written gradient, per-chain warm-up, L = 8, jitter 0.2, float32, torch's
-   default threads) against NumPyro's vectorized NUTS on the CPU (bench_cpu_numpyro.py, in the
+   CppTarget, hand-written gradient, jitter 0.2, float32, torch's default threads; per-chain
+   warm-up with L = 8, and ChEES with the pooled dense mass) against NumPyro's vectorized NUTS on the CPU (bench_cpu_numpyro.py, in the
    interpreter --numpyro-python names: jax and numpyro are not this project's dependencies), from
    the same starts. Both ESS figures are arviz-stats' bulk ESS (the smallest over the reported
    parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
@@ -118,15 +118,23 @@ def _row(model, positions: np.ndarray, wall: float) -> dict:
             "means": x.reshape(-1, x.shape[-1]).mean(0).tolist()}
 
 
-def fused_model(model, start: torch.Tensor, warmup: int, draws: int) -> dict:
+# fused_hmc's configurations: the issue's (per-chain warm-up, 8 leapfrog steps), and the one that
+# adapts its trajectory as NUTS does (ChEES, which pools the warm-up, with the pooled dense mass).
+FUSED_CONFIGS = {
+    "fused_hmc": dict(pooled=False, num_leapfrog_steps=8),
+    "fused_hmc_chees_dense": dict(adapt_trajectory_length=True, mass_matrix="dense"),
+}
+
+
+def fused_model(model, start: torch.Tensor, warmup: int, draws: int, config: dict) -> dict:
     import fused_hmc
 
     target = model.target(gradient=True)
 
     def run(seed: int, warmup: int, draws: int):
         began = time.perf_counter()
-        res = fused_hmc.sample(start, draws, target=target, num_warmup=warmup, pooled=False,
-                               seed=seed, num_leapfrog_steps=8, jitter=0.2, progress=False)
+        res = fused_hmc.sample(start, draws, target=target, num_warmup=warmup, seed=seed,
+                               jitter=0.2, progress=False, **config)
         return res, time.perf_counter() - began
 
     run(1, 2, 2)  # compiles and loads the model (nothing else to warm up)
@@ -158,8 +166,10 @@ def models_side_by_side(chains: int, warmup: int, draws: int, python: str | None
     for model in (models.eight_schools(), models.logistic_regression()):
         start = model.initial_point(chains, dtype=torch.float32,
                                     generator=torch.Generator().manual_seed(0))
-        rows[model.name] = {"fused_hmc": fused_model(model, start, warmup, draws)}
-        print(f"  {model.name} fused_hmc: {rows[model.name]['fused_hmc']}", flush=True)
+        rows[model.name] = {}
+        for name, config in FUSED_CONFIGS.items():
+            rows[model.name][name] = fused_model(model, start, warmup, draws, config)
+            print(f"  {model.name} {name}: {rows[model.name][name]}", flush=True)
         if python is not None:
             rows[model.name]["numpyro"] = numpyro_model(model, start, warmup, draws, python)
             print(f"  {model.name} numpyro: {rows[model.name]['numpyro']}", flush=True)
