@@ -20,9 +20,9 @@
 // (the driver counts these window ends).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <type_traits>
 #include <vector>
 
