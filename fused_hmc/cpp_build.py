@@ -6,7 +6,7 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
   may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` and
   ``FHMC_USER_ROW_PARTIALS`` for a rows-form source, ``FHMC_USER_HAS_GRADIENT`` with
-  gradient=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  gradient=True, ``FHMC_USER_VECTOR_CHAINS`` with vector_chains=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
   float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
@@ -80,6 +80,7 @@ class BuildSpec:
     lanes: int = 1  # the CUDA threads a chain takes (csrc/math/targets/lane_rows.h); 1 unless rows
     rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
     partials: int = 32  # with rows: P, the strided partials (fused_hmc/lanes.py's row_partials)
+    vector_chains: bool = False  # the CPU chains also run W at a time on packs (cpu/simd/pack.h)
 
 
 class EntryPoint(NamedTuple):
@@ -134,6 +135,8 @@ def model_header(spec: BuildSpec) -> str:
         head.append(f"#define FHMC_USER_ROW_PARTIALS {spec.partials}")
     if spec.user_gradient:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
+    if spec.vector_chains:
+        head.append("#define FHMC_USER_VECTOR_CHAINS 1")
     if spec.device_kind == "cuda":
         head.append("#define FHMC_USER_WITH_CUDA 1")
     head += ["#include <cstdint>", "", '#include "math/targets/target.h"',

@@ -75,12 +75,18 @@ class CppTarget:
     for any lanes. A source in the plain form takes one thread a
     chain (lanes "auto" or 1). ``FUSED_HMC_DIM`` is dim as a compile-time constant: loops
     bounded by it keep x and grad in registers on the GPU.
+
+    vector_chains=True (with gradient=True) runs the CPU build's chains W at a time in the lanes of
+    a vector register (16 float32 or 8 float64 chains with AVX-512): the source is compiled once
+    more with T a pack of chains (csrc/cpu/simd/pack.h), so it may use T only through arithmetic
+    and the functions above, never in an ``if`` or ``?:``. The draws are bit for bit those of
+    vector_chains=False (docs/CPU.md).
     """
 
     def __init__(self, source, dim: int, data: dict | None = None, names=None,
                  log_prob: Callable | None = None, gradient: bool = False,
                  lanes: int | str = "auto",
-                 constrain: Callable | None = None):
+                 constrain: Callable | None = None, vector_chains: bool = False):
         self.source, self.source_name = self._read_source(source)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
@@ -90,6 +96,12 @@ class CppTarget:
         if not isinstance(gradient, bool):
             raise TypeError(f"gradient must be True or False, got {gradient!r}")
         self.has_gradient = gradient
+        if not isinstance(vector_chains, bool):
+            raise TypeError(f"vector_chains must be True or False, got {vector_chains!r}")
+        if vector_chains and not gradient:
+            raise ValueError("vector_chains=True needs gradient=True: packs of chains run the "
+                             "hand-written gradient (dual numbers do not take packs)")
+        self.vector_chains = vector_chains
         lanes_module.check_lanes(lanes)
         self.lanes = lanes  # as asked: "auto" or G (lanes_for: the lanes a run takes)
         rows_value, _ = cpp_build.entry_points(rows=True)
@@ -190,7 +202,8 @@ class CppTarget:
                    lanes: int = 1) -> cpp_build.BuildSpec:
         return cpp_build.BuildSpec(self.source, self.source_name, self.dim,
                                    cpp_build.scalar_name(dtype), device_kind, self._fields,
-                                   self.has_gradient, lanes, self.rows_form, self.row_partials)
+                                   self.has_gradient, lanes, self.rows_form, self.row_partials,
+                                   self.vector_chains)
 
     @property
     def data_rows(self) -> int:

@@ -32,6 +32,7 @@
 #include "../math/targets/target.h"
 #include "chain_blocks.h"
 #include "serial_group.h"
+#include "simd/pack_of_chains.h"
 
 namespace fused_hmc {
 namespace chains_cpu {
@@ -163,8 +164,75 @@ TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainB
                     carry, record);
 }
 
-template <class Target, typename scalar_t = typename Target::Scalar>
-void sample(const Target& target, const SamplingParams<scalar_t>& p) {
+// No pack of chains: every chain runs alone (a target whose log density is not written for packs).
+struct NoPack {
+  using Scalar = simd::Pack<float, 1>;
+};
+
+// The chains per pack of a Packed target (1: no packs).
+template <class Packed>
+constexpr int64_t pack_lanes() {
+  return std::is_same<Packed, NoPack>::value ? 1 : Packed::Scalar::kLanes;
+}
+
+// Chain blocks whose chains fill whole packs.
+inline int64_t whole_packs(int64_t block, int64_t lanes) { return (block + lanes - 1) / lanes * lanes; }
+
+// One sampled chain's tallies over a call: its statistics and kept draws.
+template <typename scalar_t>
+class SampledChain {
+ public:
+  SampledChain(const SamplingParams<scalar_t>& p, int64_t b)
+      : p_(p), b_(b), statistics_(p.chains.statistics, b, true),
+        clock_(p.chains.first_transition, p.out.thin) {}
+
+  // After a transition with this decision: chain b's statistics, and its state if kept.
+  template <class Decision>
+  void add(const Decision& decision) {
+    statistics_.add(decision);
+    const int64_t d = p_.chains.dim;
+    if (clock_.advance()) {
+      keep_draw(p_.out, b_, clock_.kept_index(), p_.chains.q + b_ * d, d, p_.out.mean + b_ * d,
+                p_.out.m2 + b_ * d);
+    }
+  }
+  void finish() { statistics_.store(p_.chains.statistics, b_); }
+
+ private:
+  const SamplingParams<scalar_t>& p_;
+  int64_t b_;
+  ChainTally<> statistics_;
+  KeepClock clock_;
+};
+
+// Chains b .. b + W - 1 sampled as a pack through the call's transitions.
+template <class Packed, typename scalar_t>
+void sample_pack(const Packed& packed, const SamplingParams<scalar_t>& p, int64_t b,
+                 const scalar_t* inv_mass, int64_t mass_rows,
+                 simd::PackOfChains<Packed>& pack) {
+  constexpr int W = simd::PackOfChains<Packed>::W;
+  const ChainBatch<scalar_t>& c = p.chains;
+  std::vector<SampledChain<scalar_t>> chains;
+  chains.reserve(W);
+  double step_size[W];
+  const scalar_t* mass[W];
+  for (int l = 0; l < W; ++l) {
+    chains.emplace_back(p, b + l);
+    step_size[l] = c.step_size[c.groups == 1 ? 0 : b + l];
+    mass[l] = inv_mass + (mass_rows == 1 ? 0 : b + l) * c.dim;
+  }
+  TransitionUniforms uniforms[W];
+  pack.start(c, b);
+  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    const auto decision = pack.step(packed, c, t, step_size, mass, c.trajectory_length, uniforms);
+    for (int l = 0; l < W; ++l) chains[l].add(simd::lane_decision(decision, l));
+  }
+  for (auto& chain : chains) chain.finish();
+}
+
+template <class Target, class Packed = NoPack, typename scalar_t = typename Target::Scalar>
+void sample(const Target& target, const SamplingParams<scalar_t>& p,
+            const Packed& packed = Packed{}) {
   const ChainBatch<scalar_t>& c = p.chains;
   const int64_t end_transition = c.first_transition + c.num_transitions;
   // A unit mass (null inv_mass) as ones: multiplying by 1 changes no bit.
@@ -173,19 +241,26 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
   const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
                                                     : c.trajectory_length;
+  // Packs of chains where the target has them, for a diagonal mass and no trajectory record.
+  constexpr int64_t lanes = pack_lanes<Packed>();
+  const bool packs = lanes > 1 && !c.dense_mass && p.recording.rows == nullptr;
   const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
-  const int64_t block = block_size(c.batch, c.num_transitions);
+  const int64_t block = packs ? whole_packs(block_size(c.batch, c.num_transitions), lanes)
+                              : block_size(c.batch, c.num_transitions);
   for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& arrays,
                                                    int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
+    int64_t b = begin;
+    if constexpr (lanes > 1) {
+      if (packs && b + lanes <= end) {
+        simd::PackOfChains<Packed> pack(c.dim);
+        for (; b + lanes <= end; b += lanes) sample_pack(packed, p, b, inv_mass, mass_rows, pack);
+      }
+    }
+    for (; b < end; ++b) {
       const int64_t g = c.groups == 1 ? 0 : b;
       const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * mass_stride(c);
       const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
-      const scalar_t* q = c.q + b * c.dim;
-      double* mean = p.out.mean + b * c.dim;
-      double* m2 = p.out.m2 + b * c.dim;
-      ChainTally<> statistics(c.statistics, b, true);
-      KeepClock clock(c.first_transition, p.out.thin);
+      SampledChain<scalar_t> sampled(p, b);
       ForceCarry<scalar_t>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         const TransitionUniforms uniforms =
@@ -200,10 +275,9 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p) {
           record_outcome(row, c.dim, static_cast<double>(decision.accept_prob()),
                          uniforms.trajectory_uniform);
         }
-        statistics.add(decision);
-        if (clock.advance()) keep_draw(p.out, b, clock.kept_index(), q, c.dim, mean, m2);
+        sampled.add(decision);
       }
-      statistics.store(c.statistics, b);
+      sampled.finish();
     }
   });
 }
@@ -281,14 +355,22 @@ class Warmup {
   double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
                     ForceCarry<scalar_t>& carry, ChEESStatistics<scalar_t>* chees = nullptr) const {
     const int64_t g = c_.groups == 1 ? 0 : b;
-    const scalar_t* q = c_.q + b * c_.dim;
-    const double length = p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
     const TransitionUniforms uniforms = transition_uniforms(
         c_.stream, static_cast<uint64_t>(c_.chain_offset + b), static_cast<uint64_t>(t));
     const TrajectoryRecord record = chees != nullptr ? chees->rows_of(b) : TrajectoryRecord{};
     const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * mass_stride(c_),
-                                           c_.step_size[g], length, uniforms, arrays, carry,
-                                           record);
+                                           c_.step_size[g], trajectory_length(), uniforms,
+                                           arrays, carry, record);
+    return tally(b, t, decision, uniforms, arrays, chees);
+  }
+
+  // After chain b's transition t (alone or in a pack) with this decision and these uniforms: its
+  // statistics, its draw folded into its window moments, and its ChEES statistics into `chees`
+  // when given; returns min(1, alpha).
+  double tally(int64_t b, int64_t t, const TransitionDecision<scalar_t>& decision,
+               const TransitionUniforms& uniforms, TrajectoryArrays<scalar_t>& arrays,
+               ChEESStatistics<scalar_t>* chees = nullptr) const {
+    const scalar_t* q = c_.q + b * c_.dim;
     add_to_statistics(c_.statistics, b, decision);
     if (chees != nullptr) {
       chees->record(b, static_cast<double>(decision.accept_prob()), uniforms.trajectory_uniform);
@@ -307,6 +389,10 @@ class Warmup {
       }
     }
     return static_cast<double>(decision.accept_prob());
+  }
+
+  double trajectory_length() const {
+    return p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
   }
 
   // Dual averaging of group g after transition t with acceptance statistic `accept_stat`.
@@ -399,14 +485,51 @@ class Warmup {
   const ChainBatch<scalar_t>& c_;
 };
 
-template <class Target>
-void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c) {
+// Chains b .. b + W - 1, each with its own adaptation state, warmed up as a pack through the
+// call's transitions (W chains' steps interleaved: chains adapting alone do not interact).
+template <class Target, class Packed, typename scalar_t = typename Target::Scalar>
+void warmup_pack(const Warmup<Target>& warmup, const Packed& packed, const ChainBatch<scalar_t>& c,
+                 int64_t b, simd::PackOfChains<Packed>& pack, TrajectoryArrays<scalar_t>& arrays) {
+  constexpr int W = simd::PackOfChains<Packed>::W;
+  double step_size[W];
+  const scalar_t* mass[W];
+  TransitionUniforms uniforms[W];
+  pack.start(c, b);
+  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
+    for (int l = 0; l < W; ++l) {
+      step_size[l] = c.step_size[b + l];
+      mass[l] = c.inv_mass + (b + l) * c.dim;
+    }
+    const auto decision =
+        pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms);
+    for (int l = 0; l < W; ++l) {
+      const double accept =
+          warmup.tally(b + l, t, simd::lane_decision(decision, l), uniforms[l], arrays);
+      warmup.adapt_step_size(b + l, t, accept);
+      if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b + l, t, arrays);
+    }
+  }
+}
+
+template <class Target, class Packed = NoPack>
+void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c,
+                      const Packed& packed = Packed{}) {
   const int64_t end_transition = c.first_transition + c.num_transitions;
   using Arrays = TrajectoryArrays<typename Target::Scalar>;
   const auto make_arrays = [&] { return Arrays(c.dim, c.dense_mass); };
-  const int64_t block = block_size(c.batch, c.num_transitions);
+  constexpr int64_t lanes = pack_lanes<Packed>();
+  const bool packs = lanes > 1 && !c.dense_mass;
+  const int64_t block = packs ? whole_packs(block_size(c.batch, c.num_transitions), lanes)
+                              : block_size(c.batch, c.num_transitions);
   for_chain_blocks(c.batch, block, make_arrays, [&](Arrays& arrays, int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
+    int64_t b = begin;
+    if constexpr (lanes > 1) {
+      if (packs && b + lanes <= end) {
+        simd::PackOfChains<Packed> pack(c.dim);
+        for (; b + lanes <= end; b += lanes) warmup_pack(warmup, packed, c, b, pack, arrays);
+      }
+    }
+    for (; b < end; ++b) {
       ForceCarry<typename Target::Scalar>& carry = arrays.restart();
       for (int64_t t = c.first_transition; t < end_transition; ++t) {
         warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
@@ -448,27 +571,39 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   }
 }
 
-template <class Target, typename scalar_t = typename Target::Scalar>
-void warmup(const Target& target, const WarmupParams<scalar_t>& p) {
+template <class Target, class Packed = NoPack, typename scalar_t = typename Target::Scalar>
+void warmup(const Target& target, const WarmupParams<scalar_t>& p,
+            const Packed& packed = Packed{}) {
   const Warmup<Target> w(target, p);
   if (p.chains.groups == 1) {
     warmup_pooled(w, p.chains, p.chees != nullptr);
   } else {
-    warmup_per_chain(w, p.chains);
+    warmup_per_chain(w, p.chains, packed);
   }
 }
 
 }  // namespace chains_cpu
 
-// The type-erased launchers of a target's registry entry (ops/target_registry.h).
-template <class Target>
+// The type-erased launchers of a target's registry entry (ops/target_registry.h); Packed, where
+// given, is the target on packs of chains (cpu/simd/pack.h), for W chains per thread.
+template <class Target, class Packed = chains_cpu::NoPack>
 void sample_cpu(const TargetTensors& tensors, const SamplingParams<typename Target::Scalar>& p) {
-  chains_cpu::sample(Target::make(tensors, p.chains.dim), p);
+  if constexpr (std::is_same<Packed, chains_cpu::NoPack>::value) {
+    chains_cpu::sample(Target::make(tensors, p.chains.dim), p);
+  } else {
+    chains_cpu::sample(Target::make(tensors, p.chains.dim), p,
+                       Packed::make(tensors, p.chains.dim));
+  }
 }
 
-template <class Target>
+template <class Target, class Packed = chains_cpu::NoPack>
 void warmup_cpu(const TargetTensors& tensors, const WarmupParams<typename Target::Scalar>& p) {
-  chains_cpu::warmup(Target::make(tensors, p.chains.dim), p);
+  if constexpr (std::is_same<Packed, chains_cpu::NoPack>::value) {
+    chains_cpu::warmup(Target::make(tensors, p.chains.dim), p);
+  } else {
+    chains_cpu::warmup(Target::make(tensors, p.chains.dim), p,
+                       Packed::make(tensors, p.chains.dim));
+  }
 }
 
 }  // namespace fused_hmc

@@ -8,6 +8,9 @@
 #include <torch/extension.h>
 
 #include "cpu/chains_cpu.h"
+#ifdef FHMC_USER_VECTOR_CHAINS
+#include "cpu/simd/pack_functions.h"
+#endif
 #include "ops/target_registry.h"
 #include "user/chain_target.h"
 
@@ -20,13 +23,19 @@ namespace fused_hmc_user_chains {
 
 using Scalar = fused_hmc_user::Scalar;
 using Target = ChainTarget<Scalar>;
+#ifdef FHMC_USER_VECTOR_CHAINS
+// The model on packs of chains (CppTarget(vector_chains=True)): W chains per CPU thread.
+using Packed = ChainTarget<fused_hmc::simd::Pack<Scalar, fused_hmc::simd::kLanesOf<Scalar>>>;
+#else
+using Packed = fused_hmc::chains_cpu::NoPack;
+#endif
 
 inline const fused_hmc::TargetEntry& entry() {
   static const fused_hmc::TargetEntry e = [] {
     fused_hmc::TargetEntry made = fused_hmc::target_entry<ChainTarget>();
     fused_hmc::ChainLaunchers<Scalar>& l = fused_hmc::launchers_of<Scalar>(made);
-    l.sample_cpu = &fused_hmc::sample_cpu<Target>;
-    l.warmup_cpu = &fused_hmc::warmup_cpu<Target>;
+    l.sample_cpu = &fused_hmc::sample_cpu<Target, Packed>;
+    l.warmup_cpu = &fused_hmc::warmup_cpu<Target, Packed>;
 #ifdef FHMC_USER_WITH_CUDA
     fused_hmc_user_cuda_launchers(l);
 #endif

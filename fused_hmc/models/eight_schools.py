@@ -105,4 +105,5 @@ def eight_schools() -> Model:
         data=data, names=indexed("theta_trans", J) + ("mu", "log_tau"),
         constrained_names=indexed("theta", J) + ("mu", "tau"),
         log_prob_fn=_log_prob, constrain_fn=functools.partial(_constrain, J=J),
-        posteriordb=POSTERIOR, torch_form=functools.partial(_torch_form, data, J))
+        posteriordb=POSTERIOR, torch_form=functools.partial(_torch_form, data, J),
+        vector_chains=True)

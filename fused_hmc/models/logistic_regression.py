@@ -117,4 +117,4 @@ def logistic_regression(n: int = 1000, k: int = 25, seed: int = 0,
         name="logistic_regression", dim=k, source=SOURCE, gradient_source=GRADIENT_SOURCE,
         data=data, names=names, constrained_names=names, log_prob_fn=_log_prob,
         constrain_fn=functools.partial(_constrain, names=names),
-        torch_form=functools.partial(_torch_form, data, k))
+        torch_form=functools.partial(_torch_form, data, k), vector_chains=True)

@@ -46,6 +46,7 @@
 
 #include "../adaptation/trajectory_adaptation.h"
 #include "../fp/host_device.h"
+#include "../fp/lanes.h"
 #include "../fp/rounding.h"
 #include "../rng/noise_streams.h"
 #include "../rng/stream_momentum.h"
@@ -59,11 +60,13 @@ namespace fused_hmc {
 
 // eps * (1 + jitter (2 u - 1)), u in [0, 1): uniform on [(1 - jitter) eps, (1 + jitter) eps). The
 // step size, not the number of steps, is jittered, so every chain does the same work (no divergence
-// between the chains of a warp). jitter = 0 returns eps unchanged.
-FHMC_HD double jittered_step_size(double step_size, double jitter, float u) {
+// between the chains of a warp). jitter = 0 returns eps unchanged. Double is a double, or a pack
+// of chains' doubles with U their uniforms (math/fp/lanes.h).
+template <typename Double, typename U>
+FHMC_HD Double jittered_step_size(Double step_size, double jitter, U u) {
   if (jitter == 0.0) return step_size;
-  const double centred = sub_rn(mul_rn(2.0, static_cast<double>(u)), 1.0);
-  return mul_rn(step_size, add_rn(1.0, mul_rn(jitter, centred)));
+  const Double centred = sub_rn(mul_rn(2.0, static_cast<Double>(u)), 1.0);
+  return mul_rn(step_size, add_rn(1.0, mul_rn(Double(jitter), centred)));
 }
 
 // Step sizes as the reference's Python floats reach float32/float64 kernels: eps rounded once,
@@ -74,8 +77,8 @@ struct StepSizes {
   scalar_t half_eps;
 };
 
-template <typename scalar_t>
-FHMC_HD StepSizes<scalar_t> step_sizes(double eps) {
+template <typename scalar_t, typename Double>
+FHMC_HD StepSizes<scalar_t> step_sizes(Double eps) {
   return {static_cast<scalar_t>(eps), static_cast<scalar_t>(mul_rn(0.5, eps))};
 }
 
@@ -166,14 +169,28 @@ struct PhiloxNoise {
   }
 };
 
+// Whether a chain still moves at leapfrog step `step` of its `leapfrog_steps` (an int, or a pack's
+// lanes): always, in a group whose chains never hold still.
+template <bool kMayHoldStill, typename Steps>
+FHMC_HD auto still_moving(int step, const Steps& leapfrog_steps) {
+  if constexpr (kMayHoldStill) {
+    return step < leapfrog_steps;
+  } else {
+    return true;
+  }
+}
+
 // How long the trajectory is: the base step size (jittered by `jitter`), and num_steps leapfrog
-// steps, or trajectory_steps of trajectory_length (> 0) capped by num_steps.
-struct Trajectory {
-  double step_size;
+// steps, or trajectory_steps of trajectory_length (> 0) capped by num_steps. A pack of chains
+// (math/fp/lanes.h) has a step size per chain.
+template <typename Double>
+struct TrajectoryOf {
+  Double step_size;
   double jitter;
   int num_steps;
   double trajectory_length;
 };
+using Trajectory = TrajectoryOf<double>;
 
 // A transition is divergent when its energy error H(proposed) - H(current) = -log_alpha exceeds
 // this or is not finite (Stan's max_deltaH).
@@ -182,12 +199,13 @@ constexpr double kDivergentEnergyError = 1000.0;
 // A transition's Metropolis decision, the same in every thread of a group, with the gradient
 // evaluations it spent (its L leapfrog steps, plus one where the force at its start was evaluated,
 // not carried); math/stats/chain_statistics.def's per-chain statistics are read from it. The
-// acceptance probability (accept_probability's exp) is formed only where used.
+// acceptance probability (accept_probability's exp) is formed only where used. For a pack of chains
+// each field is the chains' lanes.
 template <typename scalar_t>
 struct TransitionDecision {
-  bool accepted;
+  lane_mask_t<scalar_t> accepted;
   scalar_t log_alpha;  // -inf in the threads of a missing chain
-  int gradient_evaluations;
+  lane_int_t<scalar_t> gradient_evaluations;
   FHMC_HD scalar_t accept_prob() const { return accept_probability(log_alpha); }
   FHMC_HD AcceptProbability<scalar_t> acceptance() const { return {log_alpha}; }
   FHMC_HD bool divergent() const {
@@ -204,17 +222,21 @@ struct TrajectoryRecord {
   double* velocity;
 };
 
-// The drift x += eps M^-1 p over the group's rows: coordinate by coordinate with the mass's
-// M^-1_ii, or for a dense mass from its velocity row C p, each coordinate moved with the unit
-// mass's rounding (FusedLeapfrog: one FMA).
-template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t>
+// The drift x += eps M^-1 p over the group's rows, in the chains that are `moving`: coordinate by
+// coordinate with the mass's M^-1_ii, or for a dense mass from its velocity row C p, each
+// coordinate moved with the unit mass's rounding (FusedLeapfrog: one FMA).
+template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t, typename Moving>
 FHMC_HD void drift_row(const Group& group, const Mass& mass, Row& x, const Row& p,
-                       scalar_t eps) {
+                       scalar_t eps, Moving moving) {
   if constexpr (kDenseMass<Mass>) {
     const scalar_t* v = mass.velocity_row(p);
-    group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], v[i], UnitMass{}, eps); });
+    group.each([&](auto i) {
+      x[i] = where(moving, Leapfrog::drift(x[i], v[i], UnitMass{}, eps), x[i]);
+    });
   } else {
-    group.each([&](auto i) { x[i] = Leapfrog::drift(x[i], p[i], mass.inverse(i), eps); });
+    group.each([&](auto i) {
+      x[i] = where(moving, Leapfrog::drift(x[i], p[i], mass.inverse(i), eps), x[i]);
+    });
   }
 }
 
@@ -233,17 +255,17 @@ FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const scalar_t* dens
 // (the group's Carry: the force f and potential at q, handed from one transition to the next for a
 // target that carries_force, as BlackJAX's HMCState keeps logdensity_grad) takes the force at q in
 // when valid and hands out the force at the new q. `record` receives the trajectory (ChEES).
-template <class Group, class Target, class Noise, class Mass,
+template <class Group, class Target, class Noise, class Mass, typename Double,
           typename scalar_t = typename Target::Scalar>
 FHMC_HD TransitionDecision<scalar_t> transition(
     const Group& group, const Target& target, const Noise& noise, const Mass& mass,
-    typename Group::template Row<scalar_t>& q, const Trajectory& trajectory,
+    typename Group::template Row<scalar_t>& q, const TrajectoryOf<Double>& trajectory,
     typename Group::template Carry<Target>& carry, TrajectoryRecord record = {}) {
   using Leapfrog = typename LeapfrogOf<Target>::type;
-  const double eps_t =
+  const Double eps_t =
       jittered_step_size(trajectory.step_size, trajectory.jitter, noise.jitter_uniform());
   const auto steps = step_sizes<scalar_t>(eps_t);
-  const int leapfrog_steps = trajectory_steps(trajectory.trajectory_length, trajectory.num_steps,
+  const auto leapfrog_steps = trajectory_steps(trajectory.trajectory_length, trajectory.num_steps,
                                               eps_t, noise.trajectory_uniform());
   const int loop_steps =
       group.template loop_steps<Target>(leapfrog_steps, trajectory.trajectory_length > 0.0);
@@ -277,30 +299,39 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   // kRow target's early finishers (L below loop_steps) hold still in the middle steps, evaluating
   // the force only for its barriers, and make their last moves with the others.
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p0[i], w.f0[i], steps.half_eps); });
+  // (A pack's chains each hold still past their own L, `moving` being its lanes.)
   for (int step = 1; step < loop_steps; ++step) {
-    const bool moving = !Group::template kMayHoldStill<Target> || step < leapfrog_steps;
-    if (moving) drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+    const auto moving = still_moving<Group::template kMayHoldStill<Target>>(step, leapfrog_steps);
+    if (any_lane(moving)) drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps, moving);
     group.forces(target, mass, w.x, w.f);
-    if (moving) group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.eps); });
+    if (any_lane(moving)) {
+      group.each([&](auto i) {
+        w.p[i] = where(moving, Leapfrog::kick(w.p[i], w.f[i], steps.eps), w.p[i]);
+      });
+    }
   }
-  drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps);
+  drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps, true);
   const scalar_t u1 = group.forces(target, mass, w.x, w.f);
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
-  if (record.x0 != nullptr && group.live()) {
-    const scalar_t* velocity = nullptr;
-    if constexpr (kDense) velocity = mass.velocity_row(w.p);
-    group.each_chunk([&](const auto& chunk) {
-      chunk.each([&](auto i, int64_t j) {
-        record.x0[j] = static_cast<double>(Target::kShifted ? q[i] - mu[i] : q[i]);
-        record.x1[j] = static_cast<double>(w.x[i]);
-        if constexpr (kDense) {
-          record.velocity[j] = static_cast<double>(velocity[i]);
-        } else {
-          record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
-        }
+  static_assert(lane_traits<scalar_t>::kLanes == 1 || !kDense,
+                "a pack of chains has a diagonal or unit mass");
+  if constexpr (lane_traits<scalar_t>::kLanes == 1) {
+    if (record.x0 != nullptr && group.live()) {
+      const scalar_t* velocity = nullptr;
+      if constexpr (kDense) velocity = mass.velocity_row(w.p);
+      group.each_chunk([&](const auto& chunk) {
+        chunk.each([&](auto i, int64_t j) {
+          record.x0[j] = static_cast<double>(Target::kShifted ? q[i] - mu[i] : q[i]);
+          record.x1[j] = static_cast<double>(w.x[i]);
+          if constexpr (kDense) {
+            record.velocity[j] = static_cast<double>(velocity[i]);
+          } else {
+            record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
+          }
+        });
       });
-    });
-  }
+    }
+  }  // a pack of chains records no trajectory
   // The kinetic change's coefficient of coordinate i: M^-1_ii, or a dense mass's (C (p1 + p0))_i
   // (dense_mass.h's DenseKineticCoefficient), formed before p's flip below.
   const scalar_t* dense_kinetic = nullptr;
@@ -334,26 +365,26 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   scalar_t change_sum = change.total();
   if constexpr (!Target::kQuadratic) change_sum = energy_change_from_potentials(change_sum, u0, u1);
   noise.await_uniform();
-  TransitionDecision<scalar_t> decision{false, scalar_t(-INFINITY),
+  TransitionDecision<scalar_t> decision{{}, scalar_t(-INFINITY),
                                         leapfrog_steps + (carried ? 0 : 1)};
   if (group.live()) {
     decision.log_alpha = log_accept_ratio(change_sum);
     decision.accepted = noise.accepts(decision.log_alpha);
   }
-  if (decision.accepted) {
+  if (any_lane(decision.accepted)) {
     group.each([&](auto i) {
       if constexpr (Target::kShifted) {
-        q[i] = w.x[i] + mu[i];
+        q[i] = where(decision.accepted, w.x[i] + mu[i], q[i]);
       } else {
-        q[i] = w.x[i];
+        q[i] = where(decision.accepted, w.x[i], q[i]);
       }
     });
   }
   if constexpr (kCarries) {
     if (carry.held()) {
-      if (decision.accepted || !carried) {
-        group.each([&](auto i) { carry.f[i] = decision.accepted ? w.f[i] : w.f0[i]; });
-        carry.potential() = decision.accepted ? u1 : u0;
+      if (any_lane(decision.accepted) || !carried) {
+        group.each([&](auto i) { carry.f[i] = where(decision.accepted, w.f[i], w.f0[i]); });
+        carry.potential() = where(decision.accepted, u1, u0);
       }
       carry.valid = true;
     }
