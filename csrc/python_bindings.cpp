@@ -5,7 +5,8 @@
 // converters (~1-2 us). The registered ops stay the interface for torch.compile and fake tensors.
 // Also the registration of compiled targets (fused_hmc.CppTarget) and, for the tests, the host
 // build of math/fp/portable_math.h's exp and log, fp/host_transcendentals.h's Box-Muller
-// functions and math/rng/stream_key.h's philox_key_from_seed. Test-only too: the torch-stream
+// functions, user models' float exp, log and log1p (fp/float_transcendentals.h, alone and in
+// packs of chains: cpu/simd/pack_functions.h) and math/rng/stream_key.h's philox_key_from_seed. Test-only too: the torch-stream
 // emulation (math/rng/noise_streams.h's launch geometry, value -> (subsequence, block, lane) map
 // and 32-bit split test; torch_stream.h's randn_like layout); the CUDA chain kernels' block
 // choice (cuda/group_shape.h, host logic); the CPU chains' threads (at::parallel_for as compiled
@@ -13,6 +14,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <optional>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "cpu/chain_blocks.h"
+#include "cpu/simd/pack_functions.h"
 #include "cuda/group_shape.h"
 #include "math/chain_params.h"
 #include "math/fp/host_transcendentals.h"
@@ -152,6 +155,32 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     const float* a = in.data_ptr<float>();
     float* r = out.data_ptr<float>();
     for (int64_t i = 0; i < in.numel(); ++i) fused_hmc::angle_sincos(a[i], r[2 * i], r[2 * i + 1]);
+    return out;
+  });
+  // x [N] float32 -> [6, N]: user models' exp, log, log1p of a float on the host
+  // (math/fp/scalar_functions.h), then the same of packs of kLanesOf<float> floats.
+  m.def("target_float_functions", [](const Tensor& x) {
+    namespace tm = fused_hmc::target_math;
+    using Pack = fused_hmc::simd::Pack<float, fused_hmc::simd::kLanesOf<float>>;
+    const Tensor in = x.to(at::kFloat).contiguous();
+    const int64_t n = in.numel();
+    Tensor out = at::empty({6, n}, in.options());
+    const float* a = in.data_ptr<float>();
+    float* r = out.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      r[i] = tm::exp(a[i]);
+      r[n + i] = tm::log(a[i]);
+      r[2 * n + i] = tm::log1p(a[i]);
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += Pack::kLanes) {
+      Pack p;
+      for (int l = 0; l < Pack::kLanes; ++l) p.set(l, a[std::min(i0 + l, n - 1)]);
+      const Pack values[3] = {fused_hmc::simd::exp(p), fused_hmc::simd::log(p),
+                              fused_hmc::simd::log1p(p)};
+      for (int f = 0; f < 3; ++f) {
+        for (int l = 0; l < Pack::kLanes && i0 + l < n; ++l) r[(3 + f) * n + i0 + l] = values[f][l];
+      }
+    }
     return out;
   });
   m.def("philox_key_from_seed",

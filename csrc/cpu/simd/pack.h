@@ -7,7 +7,8 @@
 //     assigning a wider pack narrows it as assigning a double to a float does;
 //   - +, -, *, /, sqrt and fma are the IEEE operations (vector instructions; -ffp-contract=off
 //     still forbids contraction);
-//   - exp, log, ... call the scalar library function per lane (the same libm, the same bits).
+//   - exp, log and log1p of float lanes are math/fp/float_transcendentals.h's, as a float's are;
+//     the other functions call the scalar one per lane (cpu/simd/pack_functions.h).
 // A comparison gives a Mask; `where(mask, a, b)` selects per lane, and `?:` or `if` on a mask does
 // not compile (a model that branches on its parameters runs one chain per thread).
 // Host only (GCC/Clang vector extensions).
@@ -15,12 +16,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../../math/fp/lanes.h"
 
 namespace fused_hmc {
 namespace simd {
+
+#define FHMC_PACK_INLINE inline __attribute__((always_inline))
 
 // Lanes per pack: one vector register of the ISA the build targets (cpu flags: AVX-512, AVX2, or
 // SSE2's 16 bytes), W = bytes / sizeof(S).
@@ -64,9 +68,7 @@ struct Pack {
   }
   // A pack of another lane type, each lane converted (implicit, as scalar assignment narrows).
   template <typename U>
-  Pack(const Pack<U, W>& o) {  // NOLINT
-    for (int l = 0; l < W; ++l) v[l] = static_cast<S>(o.v[l]);
-  }
+  Pack(const Pack<U, W>& o) : v(__builtin_convertvector(o.v, V)) {}  // NOLINT
   static Pack of(V v) {
     Pack p;
     p.v = v;
@@ -147,6 +149,23 @@ FHMC_PACK_BINARY(*)
 FHMC_PACK_BINARY(/)
 #undef FHMC_PACK_BINARY
 
+// Bit operations of integer lanes (a shift count the same in every lane or per lane).
+template <class A, class B>
+using if_integer_pack_operands_t = typename std::enable_if<
+    std::is_integral<common_lane_t<A, B>>::value, if_pack_operands_t<A, B>>::type;
+#define FHMC_PACK_BITWISE(op)                                                                 \
+  template <class A, class B, if_integer_pack_operands_t<A, B> = 0>                          \
+  Pack<common_lane_t<A, B>, pack_width<A, B>()> operator op(const A& a, const B& b) {        \
+    using R = common_lane_t<A, B>;                                                           \
+    constexpr int W = pack_width<A, B>();                                                    \
+    return Pack<R, W>::of(as_pack<R, W>(a).v op as_pack<R, W>(b).v);                         \
+  }
+FHMC_PACK_BITWISE(&)
+FHMC_PACK_BITWISE(|)
+FHMC_PACK_BITWISE(<<)
+FHMC_PACK_BITWISE(>>)
+#undef FHMC_PACK_BITWISE
+
 #define FHMC_PACK_COMPARE(op)                                                          \
   template <class A, class B, if_pack_operands_t<A, B> = 0>                            \
   Mask<pack_width<A, B>()> operator op(const A& a, const B& b) {                       \
@@ -218,6 +237,13 @@ Mask<W> lane_mask(bool b) {
   return m;
 }
 
+// Each lane's bits as another lane type of their width (a float64 pack as int64 lanes).
+template <typename To, typename S, int W>
+To bit_cast_lanes(const Pack<S, W>& p) {
+  static_assert(sizeof(typename To::V) == sizeof(typename Pack<S, W>::V), "the same width");
+  return To::of((typename To::V)p.v);  // a vector cast of the same size keeps the bits
+}
+
 // f applied to each lane (the scalar function, the scalar's bits).
 template <typename S, int W, class F>
 auto per_lane(const Pack<S, W>& a, F&& f) {
@@ -257,17 +283,29 @@ template <typename S, int W>
 Pack<S, W> sub_rn(const Pack<S, W>& a, S b) { return a - Pack<S, W>(b); }
 template <typename S, int W>
 Pack<S, W> tree_add(const Pack<S, W>& a, const Pack<S, W>& b) { return a + b; }
+// sqrt and fma over plain arrays of the lanes: GCC vectorises such a loop into one instruction per
+// register (a loop over a vector's elements stays a call per lane). Always inlined: a call passes
+// the packs through memory, which cost more than the instructions (perf).
 template <typename S, int W>
-Pack<S, W> sqrt_rn(const Pack<S, W>& a) {
-  Pack<S, W> r;
-  for (int l = 0; l < W; ++l) r.v[l] = std::sqrt(a.v[l]);
-  return r;
+FHMC_PACK_INLINE Pack<S, W> sqrt_rn(const Pack<S, W>& a) {
+  S x[W], r[W];
+  std::memcpy(x, &a.v, sizeof x);
+  for (int l = 0; l < W; ++l) r[l] = std::sqrt(x[l]);
+  typename Pack<S, W>::V v;
+  std::memcpy(&v, r, sizeof r);
+  return Pack<S, W>::of(v);
 }
 template <typename S, int W>
-Pack<S, W> fma_any(const Pack<S, W>& a, const Pack<S, W>& b, const Pack<S, W>& c) {
-  Pack<S, W> r;
-  for (int l = 0; l < W; ++l) r.v[l] = std::fma(a.v[l], b.v[l], c.v[l]);
-  return r;
+FHMC_PACK_INLINE Pack<S, W> fma_any(const Pack<S, W>& a, const Pack<S, W>& b,
+                                    const Pack<S, W>& c) {
+  S x[W], y[W], z[W], r[W];
+  std::memcpy(x, &a.v, sizeof x);
+  std::memcpy(y, &b.v, sizeof y);
+  std::memcpy(z, &c.v, sizeof z);
+  for (int l = 0; l < W; ++l) r[l] = std::fma(x[l], y[l], z[l]);
+  typename Pack<S, W>::V v;
+  std::memcpy(&v, r, sizeof r);
+  return Pack<S, W>::of(v);
 }
 
 }  // namespace simd

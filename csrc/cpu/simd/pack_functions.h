@@ -1,7 +1,10 @@
 // The functions docs/TARGETS.md promises to user log densities (math/fp/scalar_functions.h), for
-// packs of chains (pack.h): each lane through the scalar function, so a model's value and gradient
-// in lane l are the bits the scalar build computes for chain l. Found by argument-dependent lookup
-// from the user's namespace, beside the scalar and dual overloads.
+// packs of chains (pack.h), so that a model's value and gradient in lane l are the bits the scalar
+// build computes for chain l: exp, log and log1p of floats in vector lanes by the same
+// float_transcendentals.h the scalar float calls; softplus, log_sigmoid and sigmoid by the scalar
+// functions' branch-free bodies on the pack; the rest through the scalar function lane by lane.
+// Found by argument-dependent lookup from the user's namespace, beside the scalar and dual
+// overloads.
 #pragma once
 
 #include "../../math/fp/scalar_functions.h"
@@ -15,9 +18,19 @@ namespace simd {
   Pack<S, W> name(const Pack<S, W>& a) {                                        \
     return per_lane(a, [](S v) { return static_cast<S>(target_math::name(v)); }); \
   }
-FHMC_PACK_UNARY(exp)
-FHMC_PACK_UNARY(log)
-FHMC_PACK_UNARY(log1p)
+#define FHMC_PACK_TRANSCENDENTAL(name)                                   \
+  template <int W>                                                      \
+  Pack<float, W> name(const Pack<float, W>& a) {                        \
+    return float_transcendentals::name(a);                              \
+  }                                                                     \
+  template <int W>                                                      \
+  Pack<double, W> name(const Pack<double, W>& a) {                      \
+    return per_lane(a, [](double v) { return target_math::name(v); });  \
+  }
+FHMC_PACK_TRANSCENDENTAL(exp)
+FHMC_PACK_TRANSCENDENTAL(log)
+FHMC_PACK_TRANSCENDENTAL(log1p)
+#undef FHMC_PACK_TRANSCENDENTAL
 FHMC_PACK_UNARY(expm1)
 FHMC_PACK_UNARY(tanh)
 FHMC_PACK_UNARY(sin)
@@ -26,10 +39,22 @@ FHMC_PACK_UNARY(abs)
 FHMC_PACK_UNARY(fabs)
 FHMC_PACK_UNARY(lgamma)
 FHMC_PACK_UNARY(digamma)
-FHMC_PACK_UNARY(softplus)
-FHMC_PACK_UNARY(log_sigmoid)
-FHMC_PACK_UNARY(sigmoid)
 #undef FHMC_PACK_UNARY
+
+template <typename S, int W>
+Pack<S, W> softplus(const Pack<S, W>& a) {
+  Pack<S, W> slope;
+  return target_math::softplus_and_slope(a, &slope);
+}
+template <typename S, int W>
+Pack<S, W> log_sigmoid(const Pack<S, W>& a) {
+  Pack<S, W> slope;
+  return -target_math::softplus_and_slope(-a, &slope);
+}
+template <typename S, int W>
+Pack<S, W> sigmoid(const Pack<S, W>& a) {
+  return target_math::sigmoid_of(a);
+}
 
 template <typename S, int W>
 Pack<S, W> sqrt(const Pack<S, W>& a) {

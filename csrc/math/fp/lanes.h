@@ -3,8 +3,11 @@
 // (cpu/simd/pack.h), whose comparisons give a lane mask. A choice on a chain's value is written
 //   where(mask, a, b)   lane by lane (for a scalar, mask ? a : b),
 //   any_lane(mask)      whether any chain needs a piece of work at all (for a scalar, mask),
+//   bit_cast_lanes<To>(v) each lane's bits as another type of their width,
 // and lane_traits<T> names T's mask, its integer of the same lanes, and its lane count (1).
 #pragma once
+
+#include <cstring>
 
 #include "host_device.h"
 
@@ -29,5 +32,12 @@ FHMC_HD T where(bool m, T a, T b) {
   return m ? a : b;
 }
 FHMC_HD bool any_lane(bool m) { return m; }
+template <typename To, typename From>
+FHMC_HD To bit_cast_lanes(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the width");
+  To r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
 
 }  // namespace fused_hmc

@@ -20,7 +20,9 @@
 #include <math.h>
 #include <type_traits>
 
+#include "float_transcendentals.h"
 #include "host_device.h"
+#include "lanes.h"
 #include "special.h"
 
 namespace fused_hmc {
@@ -56,9 +58,30 @@ using if_arithmetic2_t = typename std::enable_if<
     return FHMC_LIBM(name)(static_cast<double>(x));                          \
   }
 
-FHMC_PLAIN_UNARY(exp)
-FHMC_PLAIN_UNARY(log)
-FHMC_PLAIN_UNARY(log1p)
+// exp, log and log1p of a float: CUDA's on the device; on the host float_transcendentals.h's,
+// which a pack of chains' floats computes lane by lane with the same bits (cpu/simd/).
+#if defined(__CUDA_ARCH__)
+#define FHMC_FLOAT_TRANSCENDENTAL(name)                                      \
+  FHMC_HD float name(float x) { return ::name(x); }
+#else
+#define FHMC_FLOAT_TRANSCENDENTAL(name)                                      \
+  FHMC_HD float name(float x) { return float_transcendentals::name(x); }
+#endif
+#define FHMC_DOUBLE_UNARY(name)                                              \
+  FHMC_HD double name(double x) { return FHMC_LIBM(name)(x); }               \
+  template <class I, if_integral_t<I> = 0>                                    \
+  FHMC_HD double name(I x) {                                                 \
+    return FHMC_LIBM(name)(static_cast<double>(x));                          \
+  }
+#define FHMC_FLOAT_TRANSCENDENTAL_UNARY(name) \
+  FHMC_FLOAT_TRANSCENDENTAL(name)             \
+  FHMC_DOUBLE_UNARY(name)
+FHMC_FLOAT_TRANSCENDENTAL_UNARY(exp)
+FHMC_FLOAT_TRANSCENDENTAL_UNARY(log)
+FHMC_FLOAT_TRANSCENDENTAL_UNARY(log1p)
+#undef FHMC_FLOAT_TRANSCENDENTAL_UNARY
+#undef FHMC_DOUBLE_UNARY
+#undef FHMC_FLOAT_TRANSCENDENTAL
 FHMC_PLAIN_UNARY(expm1)
 FHMC_PLAIN_UNARY(sqrt)
 FHMC_PLAIN_UNARY(tanh)
@@ -130,13 +153,20 @@ FHMC_HD T log_sum_exp_and_weights(T a, T b, T* weight_a, T* weight_b) {
   return a + b;
 }
 
-// softplus(x) = log(1 + e^x), and its derivative sigmoid(x) through *slope.
+// softplus(x) = log(1 + e^x), and its derivative sigmoid(x) through *slope; and sigmoid alone.
+// Branch-free (where, math/fp/lanes.h), so a pack of chains computes them lane by lane.
 template <class T>
 FHMC_HD T softplus_and_slope(T x, T* slope) {
   const T e = exp(-abs(x));
   const T r = T(1) / (T(1) + e);
-  *slope = x >= T(0) ? r : e * r;
-  return (x > T(0) ? x : T(0)) + log1p(e);
+  *slope = where(x >= T(0), r, e * r);
+  return where(x > T(0), x, T(0)) + log1p(e);
+}
+template <class T>
+FHMC_HD T sigmoid_of(T x) {
+  const T e = exp(-abs(x));
+  const T r = T(1) / (T(1) + e);
+  return where(x >= T(0), r, e * r);
 }
 
 template <class A, class B, if_arithmetic2_t<A, B> = 0>
@@ -157,11 +187,7 @@ FHMC_HD floating_t<S> log_sigmoid(S x) {
 }
 template <class S, typename std::enable_if<std::is_arithmetic<S>::value, int>::type = 0>
 FHMC_HD floating_t<S> sigmoid(S x) {
-  using R = floating_t<S>;
-  const R v = static_cast<R>(x);
-  const R e = exp(-abs(v));
-  const R r = R(1) / (R(1) + e);
-  return v >= R(0) ? r : e * r;
+  return sigmoid_of(static_cast<floating_t<S>>(x));
 }
 
 }  // namespace target_math

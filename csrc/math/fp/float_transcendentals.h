@@ -1,0 +1,128 @@
+// exp, log and log1p of float32 for the host build of user models (fp/scalar_functions.h), written
+// once for a float and for a pack of chains' floats (cpu/simd/pack.h), so that W chains in vector
+// lanes get the bits one chain gets alone, and fast: glibc's expf and log1pf, called lane by lane,
+// were most of a logistic regression's gradient in packs of 16.
+//
+// Each computes in float64 from IEEE +, -, *, / and fma, exact bit operations and where(), with no
+// branch, and rounds once to float32: the float64 value is within about 1e-15 of the true one
+// (2^-26 of a float32 ulp), so the float result is the correctly rounded one but for inputs whose
+// true value lies that close to a midpoint between two floats, where it is the other neighbour
+// (within an ulp; checked against float64 numpy in tests/unit/test_float_transcendentals.py).
+// The specials are C's: exp(+-inf) = inf, 0; log(0) = -inf, log(x < 0) = NaN; log1p(-1) = -inf;
+// NaN in, NaN out. CUDA's device pass keeps CUDA's expf/logf/log1pf.
+//
+// exp: x = k ln2 + r, |r| <= ln2 / 2 (Cody-Waite, k by the 1.5 * 2^52 rounding shift), e^r by its
+// Taylor polynomial of degree 11 (truncation < 7e-15 relative), scaled by 2^k built from its bits
+// (x is first clamped to [-104, 89], beyond which float32's e^x is 0 or inf, so 2^k is normal).
+// log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1) (|s| <=
+// 0.172), by its odd series to s^19 (truncation < 1e-17). log1p(x): u = 1 + x rounded, then
+// log u + (x - (u - 1)) / u (the first-order correction for u's rounding; exact u - 1).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "host_device.h"
+#include "lanes.h"
+#include "rounding.h"
+
+namespace fused_hmc {
+namespace float_transcendentals {
+
+// D: float64 lanes, I: int64 lanes, of F's lanes (a float, or a pack of floats).
+template <class F>
+using double_lanes_t = typename lane_traits<F>::template with_lane<double>;
+template <class F>
+using int64_lanes_t = typename lane_traits<F>::template with_lane<int64_t>;
+
+constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2's head: 32 trailing zero bits
+constexpr double kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kLn2 = 6.93147180559945286227e-01;
+constexpr double kLog2E = 1.44269504088896338700e+00;
+constexpr double kSqrt2 = 1.41421356237309514547e+00;
+constexpr double kRoundingShift = 6755399441055744.0;  // 1.5 * 2^52
+constexpr int64_t kMantissaBits = 0x000FFFFFFFFFFFFFLL;
+constexpr int64_t kExponentOne = 0x3FF0000000000000LL;  // 1.0's bits
+
+// log u for u a positive, finite, normal double.
+template <class D>
+FHMC_HD D log_of_normal(D u) {
+  using I = typename lane_traits<D>::template with_lane<int64_t>;
+  const I bits = bit_cast_lanes<I>(u);
+  I e = (bits >> 52) - I(1023);
+  D m = bit_cast_lanes<D>((bits & I(kMantissaBits)) | I(kExponentOne));  // in [1, 2)
+  const auto high = m > D(kSqrt2);
+  m = where(high, m * D(0.5), m);
+  e = where(high, e + I(1), e);
+  const D s = (m - D(1.0)) / (m + D(1.0));
+  const D z = s * s;
+  // log m = 2 s + s z (2/3 + z (2/5 + ... + z 2/19))
+  D p(2.0 / 19.0);
+  p = fma_any(p, z, D(2.0 / 17.0));
+  p = fma_any(p, z, D(2.0 / 15.0));
+  p = fma_any(p, z, D(2.0 / 13.0));
+  p = fma_any(p, z, D(2.0 / 11.0));
+  p = fma_any(p, z, D(2.0 / 9.0));
+  p = fma_any(p, z, D(2.0 / 7.0));
+  p = fma_any(p, z, D(2.0 / 5.0));
+  p = fma_any(p, z, D(2.0 / 3.0));
+  const D log_m = fma_any(s * z, p, s + s);
+  return fma_any(D(e), D(kLn2), log_m);
+}
+
+template <class F>
+FHMC_HD F exp(F x) {
+  using D = double_lanes_t<F>;
+  using I = int64_lanes_t<F>;
+  D v(x);
+  v = where(v > D(89.0), D(89.0), v);  // a NaN compares false both times and stays
+  v = where(v < D(-104.0), D(-104.0), v);
+  const D k = (v * D(kLog2E) + D(kRoundingShift)) - D(kRoundingShift);
+  D r = fma_any(-k, D(kLn2Hi), v);
+  r = fma_any(-k, D(kLn2Lo), r);
+  // e^r = 1 + r (1 + r (1/2! + ... r / 11!))
+  D p(1.0 / 39916800.0);
+  p = fma_any(p, r, D(1.0 / 3628800.0));
+  p = fma_any(p, r, D(1.0 / 362880.0));
+  p = fma_any(p, r, D(1.0 / 40320.0));
+  p = fma_any(p, r, D(1.0 / 5040.0));
+  p = fma_any(p, r, D(1.0 / 720.0));
+  p = fma_any(p, r, D(1.0 / 120.0));
+  p = fma_any(p, r, D(1.0 / 24.0));
+  p = fma_any(p, r, D(1.0 / 6.0));
+  p = fma_any(p, r, D(0.5));
+  p = fma_any(p, r, D(1.0));
+  p = fma_any(p, r, D(1.0));
+  const I power = I(where(k == k, k, D(0.0)));  // a NaN's lanes take 2^0 (p is NaN there)
+  const D scale = bit_cast_lanes<D>((power + I(1023)) << 52);
+  return F(p * scale);
+}
+
+template <class F>
+FHMC_HD F log(F x) {
+  using D = double_lanes_t<F>;
+  const D v(x);
+  const auto normal = v > D(0.0) && v < D(INFINITY);  // float32's subnormals are normal doubles
+  D r = log_of_normal(where(normal, v, D(1.0)));
+  r = where(v == D(0.0), D(-INFINITY), r);
+  r = where(v == D(INFINITY), D(INFINITY), r);
+  r = where(v < D(0.0) || v != v, D(NAN), r);
+  return F(r);
+}
+
+template <class F>
+FHMC_HD F log1p(F x) {
+  using D = double_lanes_t<F>;
+  const D v(x);
+  const D u = v + D(1.0);
+  const auto normal = u > D(0.0) && u < D(INFINITY);  // u >= 2^-24 when x > -1
+  const D w = where(normal, u, D(1.0));
+  D r = log_of_normal(w) + (v - (w - D(1.0))) / w;
+  r = where(u == D(0.0), D(-INFINITY), r);
+  r = where(v == D(INFINITY), D(INFINITY), r);
+  r = where(u < D(0.0) || v != v, D(NAN), r);
+  return F(r);
+}
+
+}  // namespace float_transcendentals
+}  // namespace fused_hmc
