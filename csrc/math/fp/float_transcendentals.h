@@ -8,11 +8,12 @@
 // (2^-26 of a float32 ulp), so the float result is the correctly rounded one but for inputs whose
 // true value lies that close to a midpoint between two floats, where it is the other neighbour
 // (within an ulp; checked against float64 numpy in tests/unit/test_float_transcendentals.py).
-// The specials are C's: exp(+-inf) = inf, 0; log(0) = -inf, log(x < 0) = NaN; log1p(-1) = -inf;
+// The specials are C's: exp(+-inf) = inf, 0; log(0) = -inf, log(x < 0) = NaN; log1p(-1) = -inf,
+// log1p(-0) = -0;
 // NaN in, NaN out. CUDA's device pass keeps CUDA's expf/logf/log1pf.
 //
 // exp: x = k ln2 + r, |r| <= ln2 / 2 (Cody-Waite, k by the 1.5 * 2^52 rounding shift), e^r by its
-// Taylor polynomial of degree 11 (truncation < 7e-15 relative), scaled by 2^k built from its bits
+// Taylor polynomial of degree 11 (truncation < 7e-15 relative; Estrin's scheme), scaled by 2^k built from its bits
 // (x is first clamped to [-104, 89], beyond which float32's e^x is 0 or inf, so 2^k is normal).
 // log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1) (|s| <=
 // 0.172), by its odd series to s^19 (truncation < 1e-17). log1p(x): u = 1 + x rounded, then
@@ -56,16 +57,16 @@ FHMC_HD D log_of_normal(D u) {
   e = where(high, e + I(1), e);
   const D s = (m - D(1.0)) / (m + D(1.0));
   const D z = s * s;
-  // log m = 2 s + s z (2/3 + z (2/5 + ... + z 2/19))
-  D p(2.0 / 19.0);
-  p = fma_any(p, z, D(2.0 / 17.0));
-  p = fma_any(p, z, D(2.0 / 15.0));
-  p = fma_any(p, z, D(2.0 / 13.0));
-  p = fma_any(p, z, D(2.0 / 11.0));
-  p = fma_any(p, z, D(2.0 / 9.0));
-  p = fma_any(p, z, D(2.0 / 7.0));
-  p = fma_any(p, z, D(2.0 / 5.0));
-  p = fma_any(p, z, D(2.0 / 3.0));
+  // log m = 2 s + s z (2/3 + z (2/5 + ... + z 2/19)), the bracket by Estrin's scheme in z
+  const D z2 = z * z;
+  const D z4 = z2 * z2;
+  const D z8 = z4 * z4;
+  const D s0 = fma_any(z, D(2.0 / 5.0), D(2.0 / 3.0));
+  const D s1 = fma_any(z, D(2.0 / 9.0), D(2.0 / 7.0));
+  const D s2 = fma_any(z, D(2.0 / 13.0), D(2.0 / 11.0));
+  const D s3 = fma_any(z, D(2.0 / 17.0), D(2.0 / 15.0));
+  const D p = fma_any(D(2.0 / 19.0), z8,
+                      fma_any(fma_any(s3, z2, s2), z4, fma_any(s1, z2, s0)));
   const D log_m = fma_any(s * z, p, s + s);
   return fma_any(D(e), D(kLn2), log_m);
 }
@@ -80,19 +81,21 @@ FHMC_HD F exp(F x) {
   const D k = (v * D(kLog2E) + D(kRoundingShift)) - D(kRoundingShift);
   D r = fma_any(-k, D(kLn2Hi), v);
   r = fma_any(-k, D(kLn2Lo), r);
-  // e^r = 1 + r (1 + r (1/2! + ... r / 11!))
-  D p(1.0 / 39916800.0);
-  p = fma_any(p, r, D(1.0 / 3628800.0));
-  p = fma_any(p, r, D(1.0 / 362880.0));
-  p = fma_any(p, r, D(1.0 / 40320.0));
-  p = fma_any(p, r, D(1.0 / 5040.0));
-  p = fma_any(p, r, D(1.0 / 720.0));
-  p = fma_any(p, r, D(1.0 / 120.0));
-  p = fma_any(p, r, D(1.0 / 24.0));
-  p = fma_any(p, r, D(1.0 / 6.0));
-  p = fma_any(p, r, D(0.5));
-  p = fma_any(p, r, D(1.0));
-  p = fma_any(p, r, D(1.0));
+  // e^r by its Taylor polynomial, evaluated by Estrin's scheme (a dependency chain of 5
+  // operations, not Horner's 11: a float alone waits on each)
+  const D r2 = r * r;
+  const D r4 = r2 * r2;
+  const D r8 = r4 * r4;
+  const D q0 = fma_any(r, D(1.0), D(1.0));
+  const D q1 = fma_any(r, D(1.0 / 6.0), D(0.5));
+  const D q2 = fma_any(r, D(1.0 / 120.0), D(1.0 / 24.0));
+  const D q3 = fma_any(r, D(1.0 / 5040.0), D(1.0 / 720.0));
+  const D q4 = fma_any(r, D(1.0 / 362880.0), D(1.0 / 40320.0));
+  const D q5 = fma_any(r, D(1.0 / 39916800.0), D(1.0 / 3628800.0));
+  const D s0 = fma_any(q1, r2, q0);
+  const D s1 = fma_any(q3, r2, q2);
+  const D s2 = fma_any(q5, r2, q4);
+  const D p = fma_any(s2, r8, fma_any(s1, r4, s0));
   const I power = I(where(k == k, k, D(0.0)));  // a NaN's lanes take 2^0 (p is NaN there)
   const D scale = bit_cast_lanes<D>((power + I(1023)) << 52);
   return F(p * scale);
@@ -118,6 +121,7 @@ FHMC_HD F log1p(F x) {
   const auto normal = u > D(0.0) && u < D(INFINITY);  // u >= 2^-24 when x > -1
   const D w = where(normal, u, D(1.0));
   D r = log_of_normal(w) + (v - (w - D(1.0))) / w;
+  r = where(v == D(0.0), v, r);  // log1p(-0) = -0
   r = where(u == D(0.0), D(-INFINITY), r);
   r = where(v == D(INFINITY), D(INFINITY), r);
   r = where(u < D(0.0) || v != v, D(NAN), r);
