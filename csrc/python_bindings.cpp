@@ -157,10 +157,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     for (int64_t i = 0; i < in.numel(); ++i) fused_hmc::angle_sincos(a[i], r[2 * i], r[2 * i + 1]);
     return out;
   });
-  // x [N] float32 -> [6, N]: user models' exp, log, log1p of a float on the host
-  // (math/fp/scalar_functions.h), then the same of packs of kLanesOf<float> floats.
+  // x [N] float32 -> [6, N]: the exp, log, log1p of a float of user models whose chains run in
+  // vector lanes (math/fp/float_transcendentals.h), then the same of packs of kLanesOf<float>.
   m.def("target_float_functions", [](const Tensor& x) {
-    namespace tm = fused_hmc::target_math;
+    namespace ft = fused_hmc::float_transcendentals;
     using Pack = fused_hmc::simd::Pack<float, fused_hmc::simd::kLanesOf<float>>;
     const Tensor in = x.to(at::kFloat).contiguous();
     const int64_t n = in.numel();
@@ -168,9 +168,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     const float* a = in.data_ptr<float>();
     float* r = out.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i) {
-      r[i] = tm::exp(a[i]);
-      r[n + i] = tm::log(a[i]);
-      r[2 * n + i] = tm::log1p(a[i]);
+      r[i] = ft::exp(a[i]);
+      r[n + i] = ft::log(a[i]);
+      r[2 * n + i] = ft::log1p(a[i]);
     }
     for (int64_t i0 = 0; i0 < n; i0 += Pack::kLanes) {
       Pack p;

@@ -6,7 +6,7 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
   may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` and
   ``FHMC_USER_ROW_PARTIALS`` for a rows-form source, ``FHMC_USER_HAS_GRADIENT`` with
-  gradient=True, ``FHMC_USER_VECTOR_CHAINS`` with vector_chains=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  gradient=True, ``FHMC_USER_VECTOR_CHAINS`` and ``FHMC_PORTABLE_FLOAT_MATH`` with vector_chains=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
   float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
@@ -136,7 +136,8 @@ def model_header(spec: BuildSpec) -> str:
     if spec.user_gradient:
         head.append("#define FHMC_USER_HAS_GRADIENT 1")
     if spec.vector_chains:
-        head.append("#define FHMC_USER_VECTOR_CHAINS 1")
+        # the packs' float exp/log/log1p, and the same for one chain (math/fp/scalar_functions.h)
+        head += ["#define FHMC_USER_VECTOR_CHAINS 1", "#define FHMC_PORTABLE_FLOAT_MATH 1"]
     if spec.device_kind == "cuda":
         head.append("#define FHMC_USER_WITH_CUDA 1")
     head += ["#include <cstdint>", "", '#include "math/targets/target.h"',

@@ -1,8 +1,11 @@
 """C++ expressions as the generator builds them: typed strings, literals folded in Python.
 
 An :class:`Expr` is C++ text with its kind: ``T`` (depends on the chain's position: the template
-scalar, a float or double or a dual number), ``S`` (a float constant, ``Scalar``: the chains'
-dtype), ``i`` (``int64_t``) or ``b`` (``bool``); ``lit`` holds the Python value of a literal so
+scalar, a float or double or a dual number, or a pack of chains), ``S`` (a float constant,
+``Scalar``: the chains' dtype), ``i`` (``int64_t``), ``b`` (``bool``), and per chain ``m`` (a
+condition on T values: a ``bool``, or a lane mask where T is a pack of chains,
+csrc/cpu/simd/pack.h, so chosen on by ``where``, never ``?:``) and ``j`` (an ``int64_t``, or a
+pack of them: a count of a mask's set entries); ``lit`` holds the Python value of a literal so
 arithmetic on literals happens here, not in the generated code. Index expressions are ints or C++
 strings (:func:`iadd`, :func:`imul`, ...), folded when both sides are ints.
 """
@@ -12,7 +15,10 @@ import math
 import re
 from typing import NamedTuple
 
-CTYPE = {"T": "T", "S": "Scalar", "i": "int64_t", "b": "bool"}
+# IntT: int64_t, or a pack of them where T is a pack (declared by codegen.py where used)
+CTYPE = {"T": "T", "S": "Scalar", "i": "int64_t", "b": "bool", "m": "fused_hmc::lane_mask_t<T>",
+         "j": "IntT"}
+PER_CHAIN = ("T", "j")  # the numbers that are packs where T is
 _ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(\[[^\[\]]*\])?\Z|-?[0-9.]+\Z|Scalar\([^()]*\)\Z")
 
 
@@ -27,9 +33,9 @@ class Expr(NamedTuple):
 
 
 def literal(value, kind: str) -> Expr:
-    if kind == "b":
+    if kind in ("b", "m"):
         return Expr("true" if value else "false", "b", bool(value))
-    if kind == "i":
+    if kind in ("i", "j"):
         v = int(value)
         return Expr(str(v) if v >= 0 else f"({v})", "i", v)
     v = float(value)
@@ -47,17 +53,22 @@ def paren(e: Expr) -> str:
 
 
 def as_kind(e: Expr, kind: str) -> Expr:
-    """e converted to kind (T, S, i or b)."""
-    if e.kind == kind:
+    """e converted to kind (T, S, i, b, m or j; a condition asked for as b may come as m)."""
+    if e.kind == kind or (kind == "b" and e.kind == "m"):
         return e
+    if kind == "m":
+        b = as_kind(e, "b")  # a plain bool (data, a literal) becomes a mask by comparing a T
+        return b if b.kind == "m" else Expr(f"({as_kind(b, 'T').code} != T(0))", "m")
     if e.lit is not None:
         return literal(e.lit, "S" if kind == "T" else kind)
     if kind == "b":
-        return Expr(f"({paren(e)} != 0)", "b")
+        return Expr(f"({paren(e)} != 0)", "m" if e.kind in PER_CHAIN else "b")
     if kind == "i":
         return Expr(f"static_cast<int64_t>({e.code})", "i")
+    if e.kind in ("b", "m") and kind in PER_CHAIN:
+        return Expr(f"where({e.code}, {CTYPE[kind]}(1), {CTYPE[kind]}(0))", kind)
     if e.kind == "b":
-        return Expr(f"({paren(e)} ? T(1) : T(0))" if kind == "T" else f"Scalar({e.code})", kind)
+        return Expr(f"Scalar({e.code})", kind)
     if kind == "T" and e.kind == "S":
         return e  # Scalar mixes with T in every operator and function
     return Expr(f"{CTYPE[kind]}({e.code})", kind)

@@ -40,7 +40,9 @@ class TorchModel(CppTarget):
     "auto" (the default): the rows form when the density has a loop over data rows that the
     lanes can split, each run's lanes then chosen as CppTarget's "auto" chooses them
     (fused_hmc.lanes.choose_lanes); else one thread a chain. The draws are the same for any
-    lanes of the rows form.
+    lanes of the rows form. The CPU runs the chains W at a time in vector lanes (CppTarget's
+    vector_chains: the generated code chooses on parameters by ``where``, never a branch), with
+    the draws of one chain at a time.
 
     Raises TorchModelError at construction when fn cannot be compiled: an unsupported op, Python
     control flow on a parameter's value, a shape mismatch with params, a result that is not 0-d,
@@ -72,7 +74,8 @@ class TorchModel(CppTarget):
         super().__init__(generated.source, dim, data=compiled_data,
                          names=self.parameters.unconstrained_names(),
                          log_prob=self._reference_log_prob, gradient=True,
-                         constrain=self.parameters.constrain, lanes=lanes)
+                         constrain=self.parameters.constrain, lanes=lanes,
+                         vector_chains=True)
         self.source_name = "<TorchModel generated>"
 
     def __repr__(self) -> str:

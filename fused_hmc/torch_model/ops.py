@@ -14,7 +14,7 @@ import math
 import torch
 import torch.fx
 
-from .cexpr import CTYPE, Expr, as_kind, iadd, imul, literal, paren
+from .cexpr import CTYPE, PER_CHAIN, Expr, as_kind, iadd, imul, literal, paren
 from .trace import TorchModelError
 
 
@@ -43,14 +43,17 @@ def _result_kind(cg, n) -> str:
 def _num(cg, n, e: Expr) -> Expr:
     """An operand of a floating result as a number (bools and ints converted)."""
     kind = _result_kind(cg, n)
-    if kind in ("T", "S") and e.kind in ("i", "b"):
+    if kind == "m":  # per-chain bools combine as numbers: a pack's masks have no arithmetic
+        kind = "T"
+    if kind in ("T", "S") and e.kind in ("i", "b", "m", "j"):
         return as_kind(e, "S") if e.lit is not None else as_kind(e, kind)
     return e
 
 
 def _lit_kind(cg, n) -> str:
+    """The kind a rule computes in: T for a per-chain bool (as_kind makes it a mask)."""
     k = _result_kind(cg, n)
-    return "S" if k == "T" else k
+    return {"T": "S", "m": "T"}.get(k, k)
 
 
 # -- pointwise ----------------------------------------------------------------------------------
@@ -149,9 +152,19 @@ def _call(name):
 def _ternary(cond: Expr, a: Expr, b: Expr, kind: str) -> Expr:
     if cond.lit is not None:
         return a if cond.lit else b
+    if kind == "m":  # a choice between conditions, made between them as T values
+        return as_kind(_ternary(cond, as_kind(a, "T"), as_kind(b, "T"), "T"), "m")
     ctype = CTYPE[kind]
-    wrap = (lambda e: f"{ctype}({e.code})") if kind == "T" else (lambda e: paren(e))
+    wrap = (lambda e: f"{ctype}({e.code})") if kind in PER_CHAIN else (lambda e: paren(e))
+    if cond.kind == "m":  # lane by lane where T is a pack of chains (math/fp/lanes.h)
+        return Expr(f"where({cond.code}, {wrap(a)}, {wrap(b)})", kind)
     return Expr(f"{paren(cond)} ? {wrap(a)} : {wrap(b)}", kind)
+
+
+def _cond(a: Expr, op: str, b: Expr) -> Expr:
+    """a op b: a mask (kind m) when it compares per-chain values, else a bool."""
+    per_chain = a.kind in PER_CHAIN or b.kind in PER_CHAIN
+    return Expr(f"{paren(a)} {op} {paren(b)}", "m" if per_chain else "b")
 
 
 def _where(cg, n, idx, scope):
@@ -170,7 +183,9 @@ def compare(op, fold):
         b = arg(cg, n, n.args[1], idx, scope)
         if a.lit is not None and b.lit is not None:
             return literal(fold(a.lit, b.lit), "b")
-        return Expr(f"{paren(a)} {op} {paren(b)}", "b")
+        if "m" in (a.kind, b.kind):  # masks compare as numbers (a pack's have no ==)
+            a, b = (as_kind(e, "T") if e.kind in ("b", "m") else e for e in (a, b))
+        return _cond(a, op, b)
     return rule
 
 
@@ -180,13 +195,15 @@ def _logical(op):
         b = as_kind(arg(cg, n, n.args[1], idx, scope), "b")
         if a.lit is not None and b.lit is not None:
             return literal(a.lit and b.lit if op == "&&" else a.lit or b.lit, "b")
-        return Expr(f"{paren(a)} {op} {paren(b)}", "b")
+        if "m" in (a.kind, b.kind):  # a pack's mask combines only with a mask
+            a, b = as_kind(a, "m"), as_kind(b, "m")
+        return Expr(f"{paren(a)} {op} {paren(b)}", a.kind)
     return rule
 
 
 def _not(cg, n, idx, scope):
     a = as_kind(arg(cg, n, n.args[0], idx, scope), "b")
-    return literal(not a.lit, "b") if a.lit is not None else Expr(f"!{paren(a)}", "b")
+    return literal(not a.lit, "b") if a.lit is not None else Expr(f"!{paren(a)}", a.kind)
 
 
 def _pow(cg, n, idx, scope):
@@ -234,11 +251,11 @@ def _clamp(cg, n, idx, scope):
     hi = n.args[2] if len(n.args) > 2 else n.kwargs.get("max")
     if lo is not None:
         e = _num(cg, n, arg(cg, n, lo, idx, scope))
-        x = _ternary(Expr(f"{paren(x)} < {paren(e)}", "b"), e, x, kind)
+        x = _ternary(_cond(x, "<", e), e, x, kind)
         x = _temp(x, kind, scope, cg)
     if hi is not None:
         e = _num(cg, n, arg(cg, n, hi, idx, scope))
-        x = _ternary(Expr(f"{paren(x)} > {paren(e)}", "b"), e, x, kind)
+        x = _ternary(_cond(x, ">", e), e, x, kind)
     return x
 
 
@@ -248,7 +265,7 @@ def _clamp_bound(which):
         x = _num(cg, n, arg(cg, n, n.args[0], idx, scope))
         e = _num(cg, n, arg(cg, n, n.args[1], idx, scope))
         op = "<" if which == "min" else ">"
-        return _ternary(Expr(f"{paren(x)} {op} {paren(e)}", "b"), e, x, kind)
+        return _ternary(_cond(x, op, e), e, x, kind)
     return rule
 
 
@@ -257,7 +274,7 @@ def _extremum(op):
         kind = _result_kind(cg, n)
         a = _num(cg, n, arg(cg, n, n.args[0], idx, scope))
         b = _num(cg, n, arg(cg, n, n.args[1], idx, scope))
-        return _ternary(Expr(f"{paren(a)} {op} {paren(b)}", "b"), a, b, kind)
+        return _ternary(_cond(a, op, b), a, b, kind)
     return rule
 
 
@@ -276,15 +293,21 @@ def _xlogy(cg, n, idx, scope):
     prod = _mul(a, Expr(f"log({b.code})", kind), kind)
     if a.lit is not None:
         return literal(0.0, "S") if a.lit == 0 else prod
-    return _ternary(Expr(f"{paren(a)} == 0", "b"), literal(0.0, "S"), prod, kind)
+    return _ternary(_cond(a, "==", literal(0, "i")), literal(0.0, "S"), prod, kind)
 
 
 def _sign(cg, n, idx, scope):
     kind = _result_kind(cg, n)
     a = _num(cg, n, arg(cg, n, n.args[0], idx, scope))
-    if kind == "T":
-        return Expr(f"{paren(a)} > 0 ? T(1) : ({paren(a)} < 0 ? T(-1) : T(0))", kind)
+    if kind in PER_CHAIN:
+        t = CTYPE[kind]
+        return Expr(f"where({paren(a)} > 0, {t}(1), where({paren(a)} < 0, {t}(-1), {t}(0)))", kind)
     return Expr(f"{paren(a)} > 0 ? 1 : ({paren(a)} < 0 ? -1 : 0)", kind)
+
+
+def _isnan(cg, n, idx, scope):
+    a = arg(cg, n, n.args[0], idx, scope)
+    return _cond(a, "!=", a)
 
 
 def _cast(cg, n, idx, scope):
@@ -604,9 +627,16 @@ def reduce_inline(cg, scope, extents, term, combine, kind):
             s.lines.append(f"{acc} {combine}= {e.code};")
         else:
             op = ">" if combine == "max" else "<"
-            s.lines.append(f"{acc} = ({e.code} {op} {acc}) ? {CTYPE[kind]}({e.code}) : {acc};")
+            s.lines.append(_extremum_update(acc, e, op, kind))
     cg.for_each(extents, scope, body)
     return Expr(acc, kind)
+
+
+def _extremum_update(acc: str, e: Expr, op: str, kind: str) -> str:
+    """acc = e where e op acc (a max or min reduction's step), lane by lane per chain."""
+    if kind in PER_CHAIN:
+        return f"{acc} = where({paren(e)} {op} {acc}, {CTYPE[kind]}({e.code}), {acc});"
+    return f"{acc} = ({e.code} {op} {acc}) ? {CTYPE[kind]}({e.code}) : {acc};"
 
 
 def _reduce_rule(combine):
@@ -821,7 +851,7 @@ RULES = {
     "abs": unary(_call("abs"), abs), "tanh": unary(_call("tanh"), math.tanh),
     "sin": unary(_call("sin"), math.sin), "cos": unary(_call("cos"), math.cos),
     "sigmoid": unary(_call("sigmoid")), "lgamma": unary(_call("lgamma"), math.lgamma),
-    "digamma": unary(_call("fused_hmc::target_math::digamma")),
+    "digamma": unary(_call("digamma")),
     "softplus": unary(_call("softplus")),
     "pow": _pow, "sign": _sign, "sgn": _sign,
     "where": _where, "clamp": _clamp, "clamp_min": _clamp_bound("min"),
@@ -832,7 +862,7 @@ RULES = {
     "gt": compare(">", lambda a, b: a > b), "ge": compare(">=", lambda a, b: a >= b),
     "logical_and": _logical("&&"), "logical_or": _logical("||"), "logical_not": _not,
     "bitwise_not": _not,
-    "isnan": unary(lambda a: f"{paren(a)} != {paren(a)}"),
+    "isnan": _isnan,
     "_to_copy": _cast, "convert_element_type": _cast, "copy": _copy,
     "full_like": _fill_like, "zeros_like": lambda cg, n, i, s: literal(0, _lit_kind(cg, n)),
     "ones_like": lambda cg, n, i, s: literal(1, _lit_kind(cg, n)),

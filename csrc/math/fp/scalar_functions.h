@@ -58,14 +58,23 @@ using if_arithmetic2_t = typename std::enable_if<
     return FHMC_LIBM(name)(static_cast<double>(x));                          \
   }
 
-// exp, log and log1p of a float: CUDA's on the device; on the host float_transcendentals.h's,
-// which a pack of chains' floats computes lane by lane with the same bits (cpu/simd/).
+// exp, log and log1p of a float: CUDA's on the device; on the host libm's, or in a module of
+// chains in vector lanes (FHMC_PORTABLE_FLOAT_MATH: CppTarget(vector_chains=True))
+// float_transcendentals.h's, which a pack of chains' floats computes lane by lane with the same
+// bits (cpu/simd/). Those sit in an inline namespace of their own, so the two definitions have
+// different symbols in the different modules. libm stays the default: its scalar expf and log1pf
+// are twice as fast as float_transcendentals.h's one float at a time.
 #if defined(__CUDA_ARCH__)
 #define FHMC_FLOAT_TRANSCENDENTAL(name)                                      \
   FHMC_HD float name(float x) { return ::name(x); }
+#elif defined(FHMC_PORTABLE_FLOAT_MATH)
+#define FHMC_FLOAT_TRANSCENDENTAL(name)                                      \
+  inline namespace portable_float {                                          \
+  FHMC_HD float name(float x) { return float_transcendentals::name(x); }     \
+  }
 #else
 #define FHMC_FLOAT_TRANSCENDENTAL(name)                                      \
-  FHMC_HD float name(float x) { return float_transcendentals::name(x); }
+  FHMC_HD float name(float x) { return std::name(x); }
 #endif
 #define FHMC_DOUBLE_UNARY(name)                                              \
   FHMC_HD double name(double x) { return FHMC_LIBM(name)(x); }               \

@@ -2,7 +2,10 @@
 // functions exp log log1p expm1 sqrt pow abs fabs tanh sin cos lgamma fmin fmax log_sum_exp
 // sigmoid log_sigmoid softplus, resolving unqualified for float, double and Dual<float|double, W>,
 // under g++ and nvcc
-// (host and device) alike. Plain versions: scalar_functions.h; dual versions: dual.h.
+// (host and device) alike. Plain versions: scalar_functions.h; dual versions: dual.h. Also
+// where(cond, a, b), the branch-free choice (cond ? a : b for a bool; lane by lane for a pack of
+// chains' mask, cpu/simd/pack.h, by argument-dependent lookup), and digamma of float and double
+// (lgamma's derivative, in TorchModel's gradients; no dual form).
 //
 // How user code is wrapped (the CppTarget code generator does exactly this):
 //
@@ -38,6 +41,7 @@
 namespace fused_hmc_user {
 using fused_hmc::target_math::abs;
 using fused_hmc::target_math::cos;
+using fused_hmc::target_math::digamma;
 using fused_hmc::target_math::exp;
 using fused_hmc::target_math::expm1;
 using fused_hmc::target_math::fabs;
@@ -54,4 +58,5 @@ using fused_hmc::target_math::sin;
 using fused_hmc::target_math::softplus;
 using fused_hmc::target_math::sqrt;
 using fused_hmc::target_math::tanh;
+using fused_hmc::where;
 }  // namespace fused_hmc_user
