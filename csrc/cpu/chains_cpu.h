@@ -166,17 +166,40 @@ TransitionDecision<scalar_t> chain_transition(const Target& target, const ChainB
 
 // No pack of chains: every chain runs alone (a target whose log density is not written for packs).
 struct NoPack {
-  using Scalar = simd::Pack<float, 1>;
+  static NoPack make(const TargetTensors&, int64_t) { return {}; }
 };
 
 // The chains per pack of a Packed target (1: no packs).
 template <class Packed>
 constexpr int64_t pack_lanes() {
-  return std::is_same<Packed, NoPack>::value ? 1 : Packed::Scalar::kLanes;
+  if constexpr (std::is_same<Packed, NoPack>::value) {
+    return 1;
+  } else {
+    return Packed::Scalar::kLanes;
+  }
 }
 
-// Chain blocks whose chains fill whole packs.
-inline int64_t whole_packs(int64_t block, int64_t lanes) { return (block + lanes - 1) / lanes * lanes; }
+// A CPU chain loop's blocks of `block` chains (for_chain_blocks), where `packs` in whole packs of
+// Packed's lanes (the block rounded up to them) run by pack_body(arrays, pack, b) for chains b ..
+// b + W - 1, and every other chain alone by chain_body(arrays, b).
+template <class Packed, class MakeArrays, class PackBody, class ChainBody>
+void for_packs_and_chains(int64_t batch, int64_t block, bool packs, int64_t dim,
+                          const MakeArrays& make_arrays, const PackBody& pack_body,
+                          const ChainBody& chain_body) {
+  constexpr int64_t lanes = pack_lanes<Packed>();
+  packs = packs && lanes > 1;
+  if (packs) block = (block + lanes - 1) / lanes * lanes;
+  for_chain_blocks(batch, block, make_arrays, [&](auto& arrays, int64_t begin, int64_t end) {
+    int64_t b = begin;
+    if constexpr (lanes > 1) {
+      if (packs && b + lanes <= end) {
+        simd::PackOfChains<Packed> pack(dim);
+        for (; b + lanes <= end; b += lanes) pack_body(arrays, pack, b);
+      }
+    }
+    for (; b < end; ++b) chain_body(arrays, b);
+  });
+}
 
 // One sampled chain's tallies over a call: its statistics and kept draws.
 template <typename scalar_t>
@@ -242,44 +265,38 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p,
   const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
                                                     : c.trajectory_length;
   // Packs of chains where the target has them, for a diagonal mass and no trajectory record.
-  constexpr int64_t lanes = pack_lanes<Packed>();
-  const bool packs = lanes > 1 && !c.dense_mass && p.recording.rows == nullptr;
+  const bool packs = !c.dense_mass && p.recording.rows == nullptr;
   const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
-  const int64_t block = packs ? whole_packs(block_size(c.batch, c.num_transitions), lanes)
-                              : block_size(c.batch, c.num_transitions);
-  for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& arrays,
-                                                   int64_t begin, int64_t end) {
-    int64_t b = begin;
-    if constexpr (lanes > 1) {
-      if (packs && b + lanes <= end) {
-        simd::PackOfChains<Packed> pack(c.dim);
-        for (; b + lanes <= end; b += lanes) sample_pack(packed, p, b, inv_mass, mass_rows, pack);
-      }
-    }
-    for (; b < end; ++b) {
-      const int64_t g = c.groups == 1 ? 0 : b;
-      const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * mass_stride(c);
-      const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
-      SampledChain<scalar_t> sampled(p, b);
-      ForceCarry<scalar_t>& carry = arrays.restart();
-      for (int64_t t = c.first_transition; t < end_transition; ++t) {
-        const TransitionUniforms uniforms =
-            transition_uniforms(c.stream, chain, static_cast<uint64_t>(t));
-        double* row = p.recording.rows != nullptr && t + 1 == end_transition
-                          ? p.recording.rows + b * trajectory_record_width(c.dim)
-                          : nullptr;
-        const auto decision =
-            chain_transition(target, c, b, t, mass, c.step_size[g], length, uniforms, arrays,
-                             carry, row != nullptr ? record_rows(row, c.dim) : TrajectoryRecord{});
-        if (row != nullptr) {
-          record_outcome(row, c.dim, static_cast<double>(decision.accept_prob()),
-                         uniforms.trajectory_uniform);
+  // generic, so that it is instantiated only for a target with packs
+  const auto sample_chains = [&](auto&, auto& pack, int64_t b) {
+    sample_pack(packed, p, b, inv_mass, mass_rows, pack);
+  };
+  for_packs_and_chains<Packed>(
+      c.batch, block_size(c.batch, c.num_transitions), packs, c.dim, make_arrays, sample_chains,
+      [&](TrajectoryArrays<scalar_t>& arrays, int64_t b) {
+        const int64_t g = c.groups == 1 ? 0 : b;
+        const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * mass_stride(c);
+        const uint64_t chain = static_cast<uint64_t>(c.chain_offset + b);
+        SampledChain<scalar_t> sampled(p, b);
+        ForceCarry<scalar_t>& carry = arrays.restart();
+        for (int64_t t = c.first_transition; t < end_transition; ++t) {
+          const TransitionUniforms uniforms =
+              transition_uniforms(c.stream, chain, static_cast<uint64_t>(t));
+          double* row = p.recording.rows != nullptr && t + 1 == end_transition
+                            ? p.recording.rows + b * trajectory_record_width(c.dim)
+                            : nullptr;
+          const TrajectoryRecord record =
+              row != nullptr ? record_rows(row, c.dim) : TrajectoryRecord{};
+          const auto decision = chain_transition(target, c, b, t, mass, c.step_size[g], length,
+                                                 uniforms, arrays, carry, record);
+          if (row != nullptr) {
+            record_outcome(row, c.dim, static_cast<double>(decision.accept_prob()),
+                           uniforms.trajectory_uniform);
+          }
+          sampled.add(decision);
         }
-        sampled.add(decision);
-      }
-      sampled.finish();
-    }
-  });
+        sampled.finish();
+      });
 }
 
 // ChEES's statistics of one pooled warm-up transition (math/adaptation/trajectory_adaptation.h):
@@ -517,26 +534,19 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
   const int64_t end_transition = c.first_transition + c.num_transitions;
   using Arrays = TrajectoryArrays<typename Target::Scalar>;
   const auto make_arrays = [&] { return Arrays(c.dim, c.dense_mass); };
-  constexpr int64_t lanes = pack_lanes<Packed>();
-  const bool packs = lanes > 1 && !c.dense_mass;
-  const int64_t block = packs ? whole_packs(block_size(c.batch, c.num_transitions), lanes)
-                              : block_size(c.batch, c.num_transitions);
-  for_chain_blocks(c.batch, block, make_arrays, [&](Arrays& arrays, int64_t begin, int64_t end) {
-    int64_t b = begin;
-    if constexpr (lanes > 1) {
-      if (packs && b + lanes <= end) {
-        simd::PackOfChains<Packed> pack(c.dim);
-        for (; b + lanes <= end; b += lanes) warmup_pack(warmup, packed, c, b, pack, arrays);
-      }
-    }
-    for (; b < end; ++b) {
-      ForceCarry<typename Target::Scalar>& carry = arrays.restart();
-      for (int64_t t = c.first_transition; t < end_transition; ++t) {
-        warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
-        if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t, arrays);
-      }
-    }
-  });
+  // generic, so that it is instantiated only for a target with packs
+  const auto warm_chains = [&](Arrays& arrays, auto& pack, int64_t b) {
+    warmup_pack(warmup, packed, c, b, pack, arrays);
+  };
+  for_packs_and_chains<Packed>(
+      c.batch, block_size(c.batch, c.num_transitions), !c.dense_mass, c.dim, make_arrays,
+      warm_chains, [&](Arrays& arrays, int64_t b) {
+        ForceCarry<typename Target::Scalar>& carry = arrays.restart();
+        for (int64_t t = c.first_transition; t < end_transition; ++t) {
+          warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
+          if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t, arrays);
+        }
+      });
 }
 
 template <class Target>
@@ -588,22 +598,12 @@ void warmup(const Target& target, const WarmupParams<scalar_t>& p,
 // given, is the target on packs of chains (cpu/simd/pack.h), for W chains per thread.
 template <class Target, class Packed = chains_cpu::NoPack>
 void sample_cpu(const TargetTensors& tensors, const SamplingParams<typename Target::Scalar>& p) {
-  if constexpr (std::is_same<Packed, chains_cpu::NoPack>::value) {
-    chains_cpu::sample(Target::make(tensors, p.chains.dim), p);
-  } else {
-    chains_cpu::sample(Target::make(tensors, p.chains.dim), p,
-                       Packed::make(tensors, p.chains.dim));
-  }
+  chains_cpu::sample(Target::make(tensors, p.chains.dim), p, Packed::make(tensors, p.chains.dim));
 }
 
 template <class Target, class Packed = chains_cpu::NoPack>
 void warmup_cpu(const TargetTensors& tensors, const WarmupParams<typename Target::Scalar>& p) {
-  if constexpr (std::is_same<Packed, chains_cpu::NoPack>::value) {
-    chains_cpu::warmup(Target::make(tensors, p.chains.dim), p);
-  } else {
-    chains_cpu::warmup(Target::make(tensors, p.chains.dim), p,
-                       Packed::make(tensors, p.chains.dim));
-  }
+  chains_cpu::warmup(Target::make(tensors, p.chains.dim), p, Packed::make(tensors, p.chains.dim));
 }
 
 }  // namespace fused_hmc

@@ -138,35 +138,27 @@ using if_pack_operands_t = typename std::enable_if<
         (is_pack<B>::value || std::is_arithmetic<B>::value),
     int>::type;
 
-#define FHMC_PACK_BINARY(op)                                                           \
-  template <class A, class B, if_pack_operands_t<A, B> = 0>                            \
+// Bit operations take integer lanes only (a shift count the same in every lane or per lane).
+template <class A, class B>
+using if_integer_pack_operands_t = typename std::enable_if<
+    std::is_integral<common_lane_t<A, B>>::value, if_pack_operands_t<A, B>>::type;
+
+#define FHMC_PACK_BINARY(op, if_operands)                                              \
+  template <class A, class B, if_operands<A, B> = 0>                                   \
   Pack<common_lane_t<A, B>, pack_width<A, B>()> operator op(const A& a, const B& b) {  \
     using R = common_lane_t<A, B>;                                                     \
     constexpr int W = pack_width<A, B>();                                              \
     return Pack<R, W>::of(as_pack<R, W>(a).v op as_pack<R, W>(b).v);                   \
   }
-FHMC_PACK_BINARY(+)
-FHMC_PACK_BINARY(-)
-FHMC_PACK_BINARY(*)
-FHMC_PACK_BINARY(/)
+FHMC_PACK_BINARY(+, if_pack_operands_t)
+FHMC_PACK_BINARY(-, if_pack_operands_t)
+FHMC_PACK_BINARY(*, if_pack_operands_t)
+FHMC_PACK_BINARY(/, if_pack_operands_t)
+FHMC_PACK_BINARY(&, if_integer_pack_operands_t)
+FHMC_PACK_BINARY(|, if_integer_pack_operands_t)
+FHMC_PACK_BINARY(<<, if_integer_pack_operands_t)
+FHMC_PACK_BINARY(>>, if_integer_pack_operands_t)
 #undef FHMC_PACK_BINARY
-
-// Bit operations of integer lanes (a shift count the same in every lane or per lane).
-template <class A, class B>
-using if_integer_pack_operands_t = typename std::enable_if<
-    std::is_integral<common_lane_t<A, B>>::value, if_pack_operands_t<A, B>>::type;
-#define FHMC_PACK_BITWISE(op)                                                                 \
-  template <class A, class B, if_integer_pack_operands_t<A, B> = 0>                          \
-  Pack<common_lane_t<A, B>, pack_width<A, B>()> operator op(const A& a, const B& b) {        \
-    using R = common_lane_t<A, B>;                                                           \
-    constexpr int W = pack_width<A, B>();                                                    \
-    return Pack<R, W>::of(as_pack<R, W>(a).v op as_pack<R, W>(b).v);                         \
-  }
-FHMC_PACK_BITWISE(&)
-FHMC_PACK_BITWISE(|)
-FHMC_PACK_BITWISE(<<)
-FHMC_PACK_BITWISE(>>)
-#undef FHMC_PACK_BITWISE
 
 #define FHMC_PACK_COMPARE(op)                                                          \
   template <class A, class B, if_pack_operands_t<A, B> = 0>                            \
@@ -231,12 +223,6 @@ bool any_lane(Mask<W> m) {
     if (m.v[l] != 0) return true;
   }
   return false;
-}
-template <int W>
-Mask<W> lane_mask(bool b) {
-  Mask<W> m;
-  for (int l = 0; l < W; ++l) m.v[l] = b ? -1 : 0;
-  return m;
 }
 
 // Each lane's bits as another lane type of their width (a float64 pack as int64 lanes).
