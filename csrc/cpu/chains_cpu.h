@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../math/adaptation/adaptation_windows.h"
@@ -179,25 +181,31 @@ constexpr int64_t pack_lanes() {
   }
 }
 
-// A CPU chain loop's blocks of `block` chains (for_chain_blocks), where `packs` in whole packs of
-// Packed's lanes (the block rounded up to them) run by pack_body(arrays, pack, b) for chains b ..
-// b + W - 1, and every other chain alone by chain_body(arrays, b).
+// A thread's pack of Packed's chains (int: none).
+template <class Packed>
+using PackOf = std::conditional_t<(pack_lanes<Packed>() > 1), simd::PackOfChains<Packed>, int>;
+
+// A CPU chain loop's blocks of `block` chains (for_chain_blocks), where whole packs of Packed's
+// lanes (the block rounded up to them) run by pack_body(arrays, pack, b) for chains b .. b + W - 1,
+// and every other chain alone by chain_body(arrays, b). Each thread makes its arrays and its pack
+// (`dense`: for dense inverse masses) once.
 template <class Packed, class MakeArrays, class PackBody, class ChainBody>
-void for_packs_and_chains(int64_t batch, int64_t block, bool packs, int64_t dim,
+void for_packs_and_chains(int64_t batch, int64_t block, int64_t dim, bool dense,
                           const MakeArrays& make_arrays, const PackBody& pack_body,
                           const ChainBody& chain_body) {
   constexpr int64_t lanes = pack_lanes<Packed>();
-  packs = packs && lanes > 1;
-  if (packs) block = (block + lanes - 1) / lanes * lanes;
-  for_chain_blocks(batch, block, make_arrays, [&](auto& arrays, int64_t begin, int64_t end) {
+  if (lanes > 1) block = (block + lanes - 1) / lanes * lanes;
+  const auto make_worker = [&] {
+    std::unique_ptr<PackOf<Packed>> pack;
+    if constexpr (lanes > 1) pack = std::make_unique<PackOf<Packed>>(dim, dense);
+    return std::make_pair(make_arrays(), std::move(pack));
+  };
+  for_chain_blocks(batch, block, make_worker, [&](auto& worker, int64_t begin, int64_t end) {
     int64_t b = begin;
     if constexpr (lanes > 1) {
-      if (packs && b + lanes <= end) {
-        simd::PackOfChains<Packed> pack(dim);
-        for (; b + lanes <= end; b += lanes) pack_body(arrays, pack, b);
-      }
+      for (; b + lanes <= end; b += lanes) pack_body(worker.first, *worker.second, b);
     }
-    for (; b < end; ++b) chain_body(arrays, b);
+    for (; b < end; ++b) chain_body(worker.first, b);
   });
 }
 
@@ -228,27 +236,43 @@ class SampledChain {
   KeepClock clock_;
 };
 
-// Chains b .. b + W - 1 sampled as a pack through the call's transitions.
+// Chains b .. b + W - 1 sampled as a pack through the call's transitions (the last recorded
+// where p.recording asks).
 template <class Packed, typename scalar_t>
 void sample_pack(const Packed& packed, const SamplingParams<scalar_t>& p, int64_t b,
-                 const scalar_t* inv_mass, int64_t mass_rows,
+                 const scalar_t* inv_mass, int64_t mass_rows, double length,
                  simd::PackOfChains<Packed>& pack) {
   constexpr int W = simd::PackOfChains<Packed>::W;
   const ChainBatch<scalar_t>& c = p.chains;
+  const int64_t end_transition = c.first_transition + c.num_transitions;
   std::vector<SampledChain<scalar_t>> chains;
   chains.reserve(W);
   double step_size[W];
   const scalar_t* mass[W];
+  double* rows[W];
   for (int l = 0; l < W; ++l) {
     chains.emplace_back(p, b + l);
     step_size[l] = c.step_size[c.groups == 1 ? 0 : b + l];
-    mass[l] = inv_mass + (mass_rows == 1 ? 0 : b + l) * c.dim;
+    mass[l] = inv_mass + (mass_rows == 1 ? 0 : b + l) * mass_stride(c);
+    rows[l] = p.recording.rows != nullptr
+                  ? p.recording.rows + (b + l) * trajectory_record_width(c.dim)
+                  : nullptr;
   }
   TransitionUniforms uniforms[W];
   pack.start(c, b);
-  for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
-    const auto decision = pack.step(packed, c, t, step_size, mass, c.trajectory_length, uniforms);
-    for (int l = 0; l < W; ++l) chains[l].add(simd::lane_decision(decision, l));
+  for (int64_t t = c.first_transition; t < end_transition; ++t) {
+    const bool recorded = rows[0] != nullptr && t + 1 == end_transition;
+    simd::PackTrajectoryRecord<W> record{};
+    for (int l = 0; l < W && recorded; ++l) record.lanes[l] = record_rows(rows[l], c.dim);
+    const auto decision = pack.step(packed, c, t, step_size, mass, length, uniforms, record);
+    for (int l = 0; l < W; ++l) {
+      const auto lane = simd::lane_decision(decision, l);
+      if (recorded) {
+        record_outcome(rows[l], c.dim, static_cast<double>(lane.accept_prob()),
+                       uniforms[l].trajectory_uniform);
+      }
+      chains[l].add(lane);
+    }
   }
   for (auto& chain : chains) chain.finish();
 }
@@ -264,15 +288,14 @@ void sample(const Target& target, const SamplingParams<scalar_t>& p,
   const int64_t mass_rows = c.inv_mass == nullptr ? 1 : c.groups;
   const double length = p.recording.rows != nullptr ? p.recording.chees->trajectory_length
                                                     : c.trajectory_length;
-  // Packs of chains where the target has them, for a diagonal mass and no trajectory record.
-  const bool packs = !c.dense_mass && p.recording.rows == nullptr;
   const auto make_arrays = [&] { return TrajectoryArrays<scalar_t>(c.dim, c.dense_mass); };
   // generic, so that it is instantiated only for a target with packs
   const auto sample_chains = [&](auto&, auto& pack, int64_t b) {
-    sample_pack(packed, p, b, inv_mass, mass_rows, pack);
+    sample_pack(packed, p, b, inv_mass, mass_rows, length, pack);
   };
   for_packs_and_chains<Packed>(
-      c.batch, block_size(c.batch, c.num_transitions), packs, c.dim, make_arrays, sample_chains,
+      c.batch, block_size(c.batch, c.num_transitions), c.dim, c.dense_mass, make_arrays,
+      sample_chains,
       [&](TrajectoryArrays<scalar_t>& arrays, int64_t b) {
         const int64_t g = c.groups == 1 ? 0 : b;
         const scalar_t* mass = inv_mass + (mass_rows == 1 ? 0 : b) * mass_stride(c);
@@ -515,7 +538,7 @@ void warmup_pack(const Warmup<Target>& warmup, const Packed& packed, const Chain
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     for (int l = 0; l < W; ++l) {
       step_size[l] = c.step_size[b + l];
-      mass[l] = c.inv_mass + (b + l) * c.dim;
+      mass[l] = c.inv_mass + (b + l) * mass_stride(c);
     }
     const auto decision =
         pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms);
@@ -539,7 +562,7 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
     warmup_pack(warmup, packed, c, b, pack, arrays);
   };
   for_packs_and_chains<Packed>(
-      c.batch, block_size(c.batch, c.num_transitions), !c.dense_mass, c.dim, make_arrays,
+      c.batch, block_size(c.batch, c.num_transitions), c.dim, c.dense_mass, make_arrays,
       warm_chains, [&](Arrays& arrays, int64_t b) {
         ForceCarry<typename Target::Scalar>& carry = arrays.restart();
         for (int64_t t = c.first_transition; t < end_transition; ++t) {
@@ -549,9 +572,40 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
       });
 }
 
-template <class Target>
+// Chains b .. b + W - 1's pooled warm-up transition t as a pack: each chain from its carried force
+// (forces) with the shared step size and inverse mass, tallied as warmup.transition tallies it.
+template <class Target, class Packed, typename scalar_t = typename Target::Scalar>
+void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
+                            const ChainBatch<scalar_t>& c, int64_t b, int64_t t,
+                            CarriedForces<Target>& forces, ChEESStatistics<scalar_t>* chees,
+                            simd::PackOfChains<Packed>& pack, TrajectoryArrays<scalar_t>& arrays,
+                            double* accept_stats) {
+  constexpr int W = simd::PackOfChains<Packed>::W;
+  ForceCarry<scalar_t> carries[W];
+  double step_size[W];
+  const scalar_t* mass[W];
+  TransitionUniforms uniforms[W];
+  simd::PackTrajectoryRecord<W> record{};
+  for (int l = 0; l < W; ++l) {
+    carries[l] = forces.of(b + l, t > c.first_transition);
+    step_size[l] = c.step_size[0];
+    mass[l] = c.inv_mass;
+    if (chees != nullptr) record.lanes[l] = chees->rows_of(b + l);
+  }
+  pack.start(c, b);
+  pack.carry_in(carries);
+  const auto decision =
+      pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms, record);
+  pack.carry_out(carries);
+  for (int l = 0; l < W; ++l) {
+    accept_stats[b + l] =
+        warmup.tally(b + l, t, simd::lane_decision(decision, l), uniforms[l], arrays, chees);
+  }
+}
+
+template <class Target, class Packed = NoPack>
 void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c,
-                   bool adapt_trajectory_length) {
+                   bool adapt_trajectory_length, const Packed& packed = Packed{}) {
   using scalar_t = typename Target::Scalar;
   std::vector<double> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
@@ -562,13 +616,16 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
   for (int64_t t = c.first_transition; t < c.first_transition + c.num_transitions; ++t) {
     const auto began = std::chrono::steady_clock::now();
     // every chain's part in parallel; the reductions below in the chain index's fixed order
-    for_chain_blocks(c.batch, block, make_arrays, [&](TrajectoryArrays<scalar_t>& mine,
-                                                      int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        ForceCarry<scalar_t> carry = forces.of(b, t > c.first_transition);
-        accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());
-      }
-    });
+    const auto pack_body = [&](TrajectoryArrays<scalar_t>& mine, auto& pack, int64_t b) {
+      pooled_pack_transition(warmup, packed, c, b, t, forces, chees.get(), pack, mine,
+                             accept_stats.data());
+    };
+    for_packs_and_chains<Packed>(
+        c.batch, block, c.dim, c.dense_mass, make_arrays, pack_body,
+        [&](TrajectoryArrays<scalar_t>& mine, int64_t b) {
+          ForceCarry<scalar_t> carry = forces.of(b, t > c.first_transition);
+          accept_stats[b] = warmup.transition(b, t, mine, carry, chees.get());
+        });
     if (t == c.first_transition) {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
       block = timed_block_size(c.batch, block, took.count());
@@ -586,7 +643,7 @@ void warmup(const Target& target, const WarmupParams<scalar_t>& p,
             const Packed& packed = Packed{}) {
   const Warmup<Target> w(target, p);
   if (p.chains.groups == 1) {
-    warmup_pooled(w, p.chains, p.chees != nullptr);
+    warmup_pooled(w, p.chains, p.chees != nullptr, packed);
   } else {
     warmup_per_chain(w, p.chains, packed);
   }

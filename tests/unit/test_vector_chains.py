@@ -1,8 +1,9 @@
 """CppTarget(vector_chains=True): the CPU build runs W chains per thread in vector lanes
 (csrc/cpu/simd/), instantiating the one transition body on a pack of chains. The property: a
 chain's draws, step size, inverse mass and statistics do not depend on whether it ran in a pack or
-alone (a batch's remainder, or a batch smaller than a pack), for per-chain warm-up, jittered step sizes,
-per-chain trajectory lengths (a different L in each lane), thinning, chain offsets and threads.
+alone (a batch's remainder, or a batch smaller than a pack), for per-chain and pooled warm-up
+(ChEES's recorded trajectories too), diagonal and dense masses, jittered step sizes, per-chain
+trajectory lengths (a different L in each lane), thinning, chain offsets and threads.
 
 Two library models: logistic regression in float32 (8 chains a pack; softplus and sigmoid on
 float_transcendentals.h's exp and log1p, which a vector_chains module computes alone and in packs)
@@ -101,6 +102,70 @@ def test_float64_draws_are_those_of_vector_chains_false():
     a, b = _both((vector, scalar), q0, 30, **{k: v for k, v in WARMUP.items()
                                               if k not in ("progress", "chunk_size")})
     _assert_same(a, b)
+
+
+# Warm-ups whose packs hold every chain's part of a pooled statistic, or a dense mass: each against
+# the module without packs, bit for bit (float64), with a remainder chain beside the packs.
+POOLED = {"pooled": dict(pooled=True),
+          "chees": dict(adapt_trajectory_length=True, max_leapfrog_steps=20),
+          "chees_dense": dict(adapt_trajectory_length=True, max_leapfrog_steps=20,
+                              mass_matrix="dense"),
+          "per_chain_dense": dict(pooled=False, mass_matrix="dense")}
+
+
+@pytest.mark.parametrize("warmup", list(POOLED))
+def test_float64_pooled_and_dense_warmups_are_those_of_vector_chains_false(warmup):
+    vector, scalar, dtype, dim = _targets("eight_schools")
+    q0 = _start(21, dim, dtype, seed=4)
+    options = {k: v for k, v in WARMUP.items() if k not in ("progress", "chunk_size", "pooled")}
+    options.update(num_warmup=120, **POOLED[warmup])
+    a, b = _both((vector, scalar), q0, 30, **options)
+    assert a.accept_rate.mean() > 0.2
+    if "dense" in warmup:  # the dense mass moved off its start
+        assert not torch.equal(a.inverse_mass[0], torch.eye(dim, dtype=dtype))
+    _assert_same(a, b)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_dense_chain_in_a_pack_is_the_chain_alone(pooled):
+    """float32 logistic regression with a dense mass: a chain sampled in a pack (its own dense
+    factor from a per-chain warm-up, or the pooled one) draws what it draws alone."""
+    vector, _, dtype, dim = _any_batch_pair()
+    q0 = _start(19, dim, dtype, seed=6)
+    warm = fused_hmc.sample(q0, 1, target=vector, num_warmup=80, pooled=pooled,
+                            mass_matrix="dense", seed=3, progress=False)
+    options = dict(jitter=0.2, seed=8, num_leapfrog_steps=5, mass_matrix="dense",
+                   progress=False, chunk_size=8)
+    # pooled: one step size and factor for the batch (alone: the same, as each chain's own)
+    shared = (dict(step_size=float(warm.step_size[0]), inverse_mass=warm.inverse_mass[0])
+              if pooled else dict(step_size=warm.step_size, inverse_mass=warm.inverse_mass))
+    together = fused_hmc.sample(warm.final_state, 12, target=vector, **shared, **options)
+    assert together.accept_rate.mean() > 0.2
+    for b in (2, 10, 17):
+        alone = fused_hmc.sample(warm.final_state[b:b + 2], 12, target=vector, chain_offset=b,
+                                 step_size=warm.step_size[b:b + 2],
+                                 inverse_mass=warm.inverse_mass[b:b + 2], **options)
+        assert torch.equal(alone.samples[0], together.samples[b]), b
+        assert torch.equal(alone.final_state[0], together.final_state[b]), b
+
+
+def test_float32_pooled_chees_does_not_depend_on_threads():
+    """ChEES's pooled warm-up in float32 packs (the trajectory record of every lane): the same
+    adapted trajectory length, step size, mass and draws on 1 and 2 threads."""
+    vector, _, dtype, dim = _any_batch_pair()
+    q0 = _start(27, dim, dtype, seed=7)
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            runs.append(fused_hmc.sample(q0, 10, target=vector, num_warmup=60,
+                                         adapt_trajectory_length=True, max_leapfrog_steps=20,
+                                         seed=4, progress=False, chunk_size=10))
+    finally:
+        torch.set_num_threads(threads)
+    _assert_same(*runs)
+    assert runs[0].trajectory_length == runs[1].trajectory_length
 
 
 def test_per_lane_trajectory_lengths(pair):

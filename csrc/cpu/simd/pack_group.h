@@ -78,6 +78,18 @@ struct PackPhiloxNoise {
   }
 };
 
+// transition.h's TrajectoryRecord for a pack: lane l's values into chain l's rows (inactive when
+// lane 0's is: a pack records all of its chains or none).
+template <int W>
+struct PackTrajectoryRecord {
+  TrajectoryRecord lanes[W];
+  bool active() const { return lanes[0].active(); }
+  void write(int64_t j, const Pack<double, W>& start, const Pack<double, W>& proposal,
+             const Pack<double, W>& velocity) const {
+    for (int l = 0; l < W; ++l) lanes[l].write(j, start[l], proposal[l], velocity[l]);
+  }
+};
+
 // Chain l's own decision out of a pack's.
 template <typename S, int W>
 TransitionDecision<S> lane_decision(const TransitionDecision<Pack<S, W>>& d, int l) {

@@ -26,6 +26,9 @@ template <typename T>
 using lane_mask_t = typename lane_traits<T>::mask;
 template <typename T>
 using lane_int_t = typename lane_traits<T>::integer;
+// T's lanes as float64 (a chain's float64 accumulators beside its float32 or float64 values).
+template <typename T>
+using lane_double_t = typename lane_traits<T>::template with_lane<double>;
 
 template <typename T>
 FHMC_HD T where(bool m, T a, T b) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../fp/host_device.h"
+#include "../fp/lanes.h"
 #include "../fp/rounding.h"
 #include "../stats/chunk_sum.h"
 #include "mass_matrix.h"
@@ -53,14 +54,17 @@ FHMC_HD scalar_t kinetic_change_twice(scalar_t p0, scalar_t p1, DenseKineticCoef
 }
 
 // z [d] <- L^-T z: back substitution by rows of L, from the last (row i of L is contiguous).
+// Lane-generic: for a pack of chains (cpu/simd/pack.h) each lane solves with its own factor.
 template <typename scalar_t>
-FHMC_HD void solve_upper_transposed(const scalar_t* factor, int64_t dim, scalar_t* z, double* work) {
-  for (int64_t j = 0; j < dim; ++j) work[j] = static_cast<double>(z[j]);
+FHMC_HD void solve_upper_transposed(const scalar_t* factor, int64_t dim, scalar_t* z,
+                                    lane_double_t<scalar_t>* work) {
+  using Wide = lane_double_t<scalar_t>;
+  for (int64_t j = 0; j < dim; ++j) work[j] = static_cast<Wide>(z[j]);
   for (int64_t i = dim - 1; i >= 0; --i) {
     const scalar_t* row = factor + i * dim;
-    const double p = div_rn(work[i], static_cast<double>(row[i]));
+    const Wide p = div_rn(work[i], static_cast<Wide>(row[i]));
     work[i] = p;
-    for (int64_t k = 0; k < i; ++k) work[k] = fma_any(-static_cast<double>(row[k]), p, work[k]);
+    for (int64_t k = 0; k < i; ++k) work[k] = fma_any(-static_cast<Wide>(row[k]), p, work[k]);
   }
   for (int64_t j = 0; j < dim; ++j) z[j] = static_cast<scalar_t>(work[j]);
 }
@@ -68,30 +72,32 @@ FHMC_HD void solve_upper_transposed(const scalar_t* factor, int64_t dim, scalar_
 // out [d] <- L (L^T p), each sum in float64 in index order; out may be p.
 template <typename scalar_t>
 FHMC_HD void factor_product(const scalar_t* factor, int64_t dim, const scalar_t* p, scalar_t* out,
-                            double* work) {
-  for (int64_t k = 0; k < dim; ++k) work[k] = 0.0;
+                            lane_double_t<scalar_t>* work) {
+  using Wide = lane_double_t<scalar_t>;
+  for (int64_t k = 0; k < dim; ++k) work[k] = Wide(0.0);
   for (int64_t i = 0; i < dim; ++i) {  // work = L^T p, row i of L times p_i added in order of i
     const scalar_t* row = factor + i * dim;
-    const double pi = static_cast<double>(p[i]);
-    for (int64_t k = 0; k <= i; ++k) work[k] = fma_any(static_cast<double>(row[k]), pi, work[k]);
+    const Wide pi = static_cast<Wide>(p[i]);
+    for (int64_t k = 0; k <= i; ++k) work[k] = fma_any(static_cast<Wide>(row[k]), pi, work[k]);
   }
   for (int64_t i = 0; i < dim; ++i) {  // out = L work
     const scalar_t* row = factor + i * dim;
-    double sum = 0.0;
-    for (int64_t k = 0; k <= i; ++k) sum = fma_any(static_cast<double>(row[k]), work[k], sum);
+    Wide sum(0.0);
+    for (int64_t k = 0; k <= i; ++k) sum = fma_any(static_cast<Wide>(row[k]), work[k], sum);
     out[i] = static_cast<scalar_t>(sum);
   }
 }
 
-// The Mass policy of a dense inverse mass over one chain's rows in memory (the CPU's serial group):
-// factor L [d, d] and scratch rows, a velocity row [d] in the chains' dtype and a float64 row [d].
+// The Mass policy of a dense inverse mass over one chain's rows in memory (the CPU's serial group),
+// or a pack's (scalar_t a pack: each lane's factor in its lanes): factor L [d, d] and scratch rows,
+// a velocity row [d] in the chains' dtype and a float64 row [d].
 template <typename scalar_t>
 struct DenseMass {
   static constexpr bool kDense = true;
-  const scalar_t* factor;  // [dim, dim], lower triangle read
+  const scalar_t* factor;           // [dim, dim], lower triangle read
   int64_t dim;
-  scalar_t* velocity;      // [dim] scratch
-  double* work;            // [dim] scratch
+  scalar_t* velocity;               // [dim] scratch
+  lane_double_t<scalar_t>* work;    // [dim] scratch
 
   // Coordinate by coordinate the momentum is z itself; momentum_row then solves for the row.
   FHMC_HD scalar_t momentum(scalar_t z, int64_t) const { return z; }

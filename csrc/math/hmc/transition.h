@@ -215,11 +215,18 @@ struct TransitionDecision {
 
 // Where a transition writes what ChEES needs of its chain (trajectory_adaptation.h): rows of [dim]
 // float64 for the start and the proposal (less the target's shift) and the end velocity
-// inv_mass * p (the momentum before its final flip); x0 == nullptr writes nothing.
+// inv_mass * p (the momentum before its final flip); x0 == nullptr writes nothing. (A pack of
+// chains writes each lane's through cpu/simd/pack_group.h's PackTrajectoryRecord.)
 struct TrajectoryRecord {
   double* x0;
   double* x1;
   double* velocity;
+  FHMC_HD bool active() const { return x0 != nullptr; }
+  FHMC_HD void write(int64_t j, double start, double proposal, double v) const {
+    x0[j] = start;
+    x1[j] = proposal;
+    velocity[j] = v;
+  }
 };
 
 // The drift x += eps M^-1 p over the group's rows, in the chains that are `moving`: coordinate by
@@ -256,11 +263,11 @@ FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const scalar_t* dens
 // target that carries_force, as BlackJAX's HMCState keeps logdensity_grad) takes the force at q in
 // when valid and hands out the force at the new q. `record` receives the trajectory (ChEES).
 template <class Group, class Target, class Noise, class Mass, typename Double,
-          typename scalar_t = typename Target::Scalar>
+          class Record = TrajectoryRecord, typename scalar_t = typename Target::Scalar>
 FHMC_HD TransitionDecision<scalar_t> transition(
     const Group& group, const Target& target, const Noise& noise, const Mass& mass,
     typename Group::template Row<scalar_t>& q, const TrajectoryOf<Double>& trajectory,
-    typename Group::template Carry<Target>& carry, TrajectoryRecord record = {}) {
+    typename Group::template Carry<Target>& carry, Record record = {}) {
   using Leapfrog = typename LeapfrogOf<Target>::type;
   const Double eps_t =
       jittered_step_size(trajectory.step_size, trajectory.jitter, noise.jitter_uniform());
@@ -313,25 +320,23 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   drift_row<Leapfrog>(group, mass, w.x, w.p, steps.eps, true);
   const scalar_t u1 = group.forces(target, mass, w.x, w.f);
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
-  static_assert(lane_traits<scalar_t>::kLanes == 1 || !kDense,
-                "a pack of chains has a diagonal or unit mass");
-  if constexpr (lane_traits<scalar_t>::kLanes == 1) {
-    if (record.x0 != nullptr && group.live()) {
-      const scalar_t* velocity = nullptr;
-      if constexpr (kDense) velocity = mass.velocity_row(w.p);
-      group.each_chunk([&](const auto& chunk) {
-        chunk.each([&](auto i, int64_t j) {
-          record.x0[j] = static_cast<double>(Target::kShifted ? q[i] - mu[i] : q[i]);
-          record.x1[j] = static_cast<double>(w.x[i]);
-          if constexpr (kDense) {
-            record.velocity[j] = static_cast<double>(velocity[i]);
-          } else {
-            record.velocity[j] = static_cast<double>(mul_rn(mass.inverse(i), w.p[i]));
-          }
-        });
+  if (record.active() && group.live()) {
+    using Wide = lane_double_t<scalar_t>;
+    const scalar_t* velocity = nullptr;
+    if constexpr (kDense) velocity = mass.velocity_row(w.p);
+    group.each_chunk([&](const auto& chunk) {
+      chunk.each([&](auto i, int64_t j) {
+        const scalar_t start = Target::kShifted ? q[i] - mu[i] : q[i];
+        scalar_t v;
+        if constexpr (kDense) {
+          v = velocity[i];
+        } else {
+          v = mul_rn(mass.inverse(i), w.p[i]);
+        }
+        record.write(j, static_cast<Wide>(start), static_cast<Wide>(w.x[i]), static_cast<Wide>(v));
       });
-    }
-  }  // a pack of chains records no trajectory
+    });
+  }
   // The kinetic change's coefficient of coordinate i: M^-1_ii, or a dense mass's (C (p1 + p0))_i
   // (dense_mass.h's DenseKineticCoefficient), formed before p's flip below.
   const scalar_t* dense_kinetic = nullptr;
