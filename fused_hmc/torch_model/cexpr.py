@@ -36,6 +36,9 @@ def literal(value, kind: str) -> Expr:
     if kind in ("b", "m"):
         return Expr("true" if value else "false", "b", bool(value))
     if kind in ("i", "j"):
+        if isinstance(value, float) and math.isinf(value):  # an integer max's or min's start
+            return Expr("INT64_MAX" if value > 0 else "INT64_MIN", "i",
+                        2**63 - 1 if value > 0 else -2**63)
         v = int(value)
         return Expr(str(v) if v >= 0 else f"({v})", "i", v)
     v = float(value)

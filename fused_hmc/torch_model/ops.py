@@ -619,7 +619,8 @@ def _init_value(combine):
 def reduce_inline(cg, scope, extents, term, combine, kind):
     """The reduction of term(r, scope) over r in extents, computed where it is needed."""
     acc = cg.new_name("a")
-    scope.lines.append(f"{CTYPE[kind]} {acc} = {literal(_init_value(combine), 'S').code};")
+    start = as_kind(literal(_init_value(combine), "S"), kind)
+    scope.lines.append(f"{CTYPE[kind]} {acc} = {start.code};")
 
     def body(r, s):
         e = as_kind(term(r, s), kind)

@@ -128,6 +128,8 @@ def kitchen_sink_fn(p, d):
     lp = lp + torch.cumsum(p["c"], 0).sum() + torch.where(p["beta"] > 0, p["beta"], 2 * p["beta"]).sum()
     lp = lp - 0.1 * torch.cat([p["lo"], p["c"]]).pow(2).sum() + p["c"][1:].sum()
     lp = lp + p["u"] * d["s"] + d["T"] * p["iv"] + (d["M"] @ p["beta"][:2]).sum()
+    # a max and a min over per-chain integers (they start at INT64_MIN / INT64_MAX)
+    lp = lp + 0.1 * (p["c"] > 0).long().amax() - 0.1 * (p["beta"] > 0).long().amin()
     h = p["lo"][0]
     for _ in range(d["T"]):  # a Python loop over time unrolls at trace time
         h = 0.5 * h + torch.tanh(p["lo"][1])
