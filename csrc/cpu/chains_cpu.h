@@ -25,6 +25,7 @@
 #include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
 #include "../math/hmc/dense_mass.h"
+#include "../math/hmc/gradient_mass.h"
 #include "../math/hmc/mass_matrix.h"
 #include "../math/hmc/transition.h"
 #include "../math/stats/chain_statistics.h"
@@ -42,12 +43,14 @@ namespace chains_cpu {
 // One worker's trajectory arrays (5 x [d]), reused across its chains and transitions, and the
 // force it carries from one transition of its chain to the next (restart() for each chain). With
 // a dense mass also its rows (math/hmc/dense_mass.h: a velocity row, a float64 row) and the
-// warm-up's scratch (a window update's 2 rows, a covariance [d, d]).
+// warm-up's scratch (a window update's 2 rows, a covariance [d, d]); and a row for a pack's lane's
+// gradient (the gradient-based mass estimate).
 template <typename scalar_t>
 class TrajectoryArrays {
  public:
   explicit TrajectoryArrays(int64_t dim, bool dense = false)
-      : storage_((dense ? 7 : 6) * dim + 1), dense_(dense ? 3 * dim + dim * dim : 0), dim_(dim) {}
+      : storage_((dense ? 7 : 6) * dim + 1), dense_(dense ? 3 * dim + dim * dim : 0), gradient_(dim),
+        dim_(dim) {}
   SerialGroup<scalar_t> group() {
     scalar_t* s = storage_.data();
     return {dim_, {s, s + dim_, s + 2 * dim_, s + 3 * dim_, s + 4 * dim_}};
@@ -62,10 +65,17 @@ class TrajectoryArrays {
   }
   double* comoment_scratch() { return dense_.data() + dim_; }       // [2 d]
   double* covariance_scratch() { return dense_.data() + 3 * dim_; }  // [d, d]
+  // After a transition of one chain: the force (the potential's gradient) at its new state, the
+  // proposal's when accepted, else the start's.
+  const scalar_t* new_state_force(bool accepted) const {
+    return storage_.data() + (accepted ? 4 : 1) * dim_;
+  }
+  scalar_t* gradient_row() { return gradient_.data(); }  // [d]
 
  private:
   std::vector<scalar_t> storage_;
   std::vector<double> dense_;
+  std::vector<scalar_t> gradient_;
   int64_t dim_;
   ForceCarry<scalar_t> carry_{nullptr, nullptr, false};
 };
@@ -401,16 +411,18 @@ class Warmup {
     const auto decision = chain_transition(target_, c_, b, t, c_.inv_mass + g * mass_stride(c_),
                                            c_.step_size[g], trajectory_length(), uniforms,
                                            arrays, carry, record);
-    return tally(b, t, decision, uniforms, arrays, chees);
+    const scalar_t* gradient =
+        p_.gradient_estimate ? arrays.new_state_force(decision.accepted) : nullptr;
+    return tally(b, t, decision, uniforms, arrays, chees, gradient);
   }
 
   // After chain b's transition t (alone or in a pack) with this decision and these uniforms: its
-  // statistics, its draw folded into its window moments, and its ChEES statistics into `chees`
-  // when given; returns min(1, alpha).
+  // statistics, its draw (and with the gradient-based estimate the gradient at it, [d]) folded
+  // into its window moments, and its ChEES statistics into `chees` when given; returns
+  // min(1, alpha).
   double tally(int64_t b, int64_t t, const TransitionDecision<scalar_t>& decision,
                const TransitionUniforms& uniforms, TrajectoryArrays<scalar_t>& arrays,
-               ChEESStatistics<scalar_t>* chees = nullptr) const {
-    const scalar_t* q = c_.q + b * c_.dim;
+               ChEESStatistics<scalar_t>* chees, const scalar_t* gradient) const {
     add_to_statistics(c_.statistics, b, decision);
     if (chees != nullptr) {
       chees->record(b, static_cast<double>(decision.accept_prob()), uniforms.trajectory_uniform);
@@ -418,18 +430,13 @@ class Warmup {
     const SlowWindow window = slow_window_of(p_.windows, t - p_.warmup_start);
     if (p_.adapt_mass_matrix && window.start >= 0) {
       const double inv_count = 1.0 / static_cast<double>(t - p_.warmup_start - window.start + 1);
-      double* mean = p_.window_mean + b * c_.dim;
-      double* m2 = p_.window_m2 + b * mass_stride(c_);
-      if (c_.dense_mass) {
-        comoment_update(mean, m2, q, c_.dim, inv_count, arrays.comoment_scratch());
-      } else {
-        for (int64_t j = 0; j < c_.dim; ++j) {
-          welford_update(mean[j], m2[j], static_cast<double>(q[j]), inv_count);
-        }
-      }
+      fold(window_mean(b, 0), window_m2(b, 0), c_.q + b * c_.dim, inv_count, arrays);
+      if (p_.gradient_estimate) fold(window_mean(b, 1), window_m2(b, 1), gradient, inv_count, arrays);
     }
     return static_cast<double>(decision.accept_prob());
   }
+
+  bool gradient_estimate() const { return p_.gradient_estimate; }
 
   double trajectory_length() const {
     return p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
@@ -466,7 +473,12 @@ class Warmup {
     if (c_.dense_mass) {
       const int64_t d = c_.dim;
       double* cov = arrays.covariance_scratch();
-      window_covariance(p_.window_m2 + b * d * d, n, d, cov);
+      window_covariance(window_m2(b, 0), n, d, cov);
+      if (p_.gradient_estimate) {
+        std::vector<double> gradients(d * d);
+        window_covariance(window_m2(b, 1), n, d, gradients.data());
+        from_gradients(cov, gradients.data());
+      }
       regularize_covariance(cov, n, d);
       adapt_dense_factor(cov, d, c_.inv_mass + b * d * d);
       reset_window(b);
@@ -474,7 +486,8 @@ class Warmup {
     }
     scalar_t* inv_mass = c_.inv_mass + b * c_.dim;
     for (int64_t j = 0; j < c_.dim; ++j) {
-      const double var = p_.window_m2[b * c_.dim + j] / (n - 1.0);
+      double var = window_m2(b, 0)[j] / (n - 1.0);
+      if (p_.gradient_estimate) var = gradient_variance(var, window_m2(b, 1)[j] / (n - 1.0));
       inv_mass[j] = adapted_inverse_mass(var, n, inv_mass[j]);
     }
     reset_window(b);
@@ -489,41 +502,98 @@ class Warmup {
       return;
     }
     for (int64_t j = 0; j < c_.dim; ++j) {
-      PairwiseChunkSum<double> log_sum, counted;
-      for (int64_t b = 0; b < c_.batch; ++b) {
-        const WindowLogVariance v = window_log_variance(p_.window_m2[b * c_.dim + j], n);
-        log_sum.add(v.log_variance);
-        counted.add(v.counted);
-      }
+      double variance = pooled_variance(0, j, n);
+      if (p_.gradient_estimate) variance = gradient_variance(variance, pooled_variance(1, j, n));
       const double draws = n * static_cast<double>(c_.batch);
-      const double variance = pooled_window_variance(log_sum.total(), counted.total());
       c_.inv_mass[j] = adapted_inverse_mass(variance, draws, c_.inv_mass[j]);
     }
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
   }
 
  private:
+  // Chain b's window moments of its draws (which = 0) or of the gradients at them (1).
+  double* window_mean(int64_t b, int which) const {
+    return p_.window_mean + (which * c_.batch + b) * c_.dim;
+  }
+  double* window_m2(int64_t b, int which) const {
+    return p_.window_m2 + (which * c_.batch + b) * mass_stride(c_);
+  }
+
+  // x [d] folded into a window's moments mean and m2 with weight inv_count.
+  void fold(double* mean, double* m2, const scalar_t* x, double inv_count,
+            TrajectoryArrays<scalar_t>& arrays) const {
+    if (c_.dense_mass) {
+      comoment_update(mean, m2, x, c_.dim, inv_count, arrays.comoment_scratch());
+    } else {
+      for (int64_t j = 0; j < c_.dim; ++j) {
+        welford_update(mean[j], m2[j], static_cast<double>(x[j]), inv_count);
+      }
+    }
+  }
+
+  // Coordinate j's pooled window variance of the draws (which = 0) or of the gradients (1).
+  double pooled_variance(int which, int64_t j, double n) const {
+    PairwiseChunkSum<double> log_sum, counted;
+    for (int64_t b = 0; b < c_.batch; ++b) {
+      const WindowLogVariance v = window_log_variance(window_m2(b, which)[j], n);
+      log_sum.add(v.log_variance);
+      counted.add(v.counted);
+    }
+    return pooled_window_variance(log_sum.total(), counted.total());
+  }
+
+  // cov [d, d] <- the gradient-based estimate from the draws' covariance cov and the gradients' g
+  // (gradient_mass.h); NaN where it fails, so that the factor is kept (and counted).
+  void from_gradients(double* cov, const double* g) const {
+    const int64_t d = c_.dim;
+    std::vector<double> sigma(d * d);
+    if (gradient_dense_covariance(cov, g, d, sigma.data())) {
+      std::copy(sigma.begin(), sigma.end(), cov);
+    } else {
+      cov[0] = NAN;
+    }
+  }
+
   // The shared dense inverse mass from every chain's window (dense_mass.h's pooled covariance,
-  // regularised for the n B draws, as the diagonal's), and fresh windows.
+  // of the gradients too for the gradient-based estimate, regularised for the n B draws, as the
+  // diagonal's), and fresh windows.
   void update_pooled_dense_mass(double n) const {
     const int64_t d = c_.dim;
     std::vector<double> cov(d * d);
-    pooled_dense_covariance(p_.window_mean, p_.window_m2, c_.batch, n, d, cov.data());
+    pooled_dense_covariance(window_mean(0, 0), window_m2(0, 0), c_.batch, n, d, cov.data());
+    if (p_.gradient_estimate) {
+      std::vector<double> gradients(d * d);
+      pooled_dense_covariance(window_mean(0, 1), window_m2(0, 1), c_.batch, n, d,
+                              gradients.data());
+      from_gradients(cov.data(), gradients.data());
+    }
     regularize_covariance(cov.data(), n * static_cast<double>(c_.batch), d);
     adapt_dense_factor(cov.data(), d, c_.inv_mass);
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
   }
 
   void reset_window(int64_t b) const {
-    const int64_t m2 = mass_stride(c_);
-    std::fill(p_.window_mean + b * c_.dim, p_.window_mean + (b + 1) * c_.dim, 0.0);
-    std::fill(p_.window_m2 + b * m2, p_.window_m2 + (b + 1) * m2, 0.0);
+    for (int which = 0; which < (p_.gradient_estimate ? 2 : 1); ++which) {
+      std::fill(window_mean(b, which), window_mean(b, which) + c_.dim, 0.0);
+      std::fill(window_m2(b, which), window_m2(b, which) + mass_stride(c_), 0.0);
+    }
   }
 
   const Target& target_;
   const WarmupParams<scalar_t>& p_;
   const ChainBatch<scalar_t>& c_;
 };
+
+// Lane l's gradient at its new state after a pack's transition with this lane decision, in the
+// arrays' gradient row, where the warm-up estimates the mass from gradients (else null).
+template <class Target, class Packed, typename scalar_t = typename Target::Scalar>
+const scalar_t* lane_gradient(const Warmup<Target>& warmup, const simd::PackOfChains<Packed>& pack,
+                              int l, const TransitionDecision<scalar_t>& lane,
+                              TrajectoryArrays<scalar_t>& arrays) {
+  if (!warmup.gradient_estimate()) return nullptr;
+  pack.new_state_force(l, lane.accepted, arrays.gradient_row());
+  return arrays.gradient_row();
+}
 
 // Chains b .. b + W - 1, each with its own adaptation state, warmed up as a pack through the
 // call's transitions (W chains' steps interleaved: chains adapting alone do not interact).
@@ -543,8 +613,9 @@ void warmup_pack(const Warmup<Target>& warmup, const Packed& packed, const Chain
     const auto decision =
         pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms);
     for (int l = 0; l < W; ++l) {
-      const double accept =
-          warmup.tally(b + l, t, simd::lane_decision(decision, l), uniforms[l], arrays);
+      const auto lane = simd::lane_decision(decision, l);
+      const double accept = warmup.tally(b + l, t, lane, uniforms[l], arrays, nullptr,
+                                         lane_gradient(warmup, pack, l, lane, arrays));
       warmup.adapt_step_size(b + l, t, accept);
       if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b + l, t, arrays);
     }
@@ -598,8 +669,9 @@ void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
       pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms, record);
   pack.carry_out(carries);
   for (int l = 0; l < W; ++l) {
-    accept_stats[b + l] =
-        warmup.tally(b + l, t, simd::lane_decision(decision, l), uniforms[l], arrays, chees);
+    const auto lane = simd::lane_decision(decision, l);
+    accept_stats[b + l] = warmup.tally(b + l, t, lane, uniforms[l], arrays, chees,
+                                       lane_gradient(warmup, pack, l, lane, arrays));
   }
 }
 

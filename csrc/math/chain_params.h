@@ -15,7 +15,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 7;
+constexpr int kChainParamsVersion = 8;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -91,6 +91,9 @@ struct WarmupParams {
   int64_t warmup_start;
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
+  // The inverse mass from the draws and their gradients (math/hmc/gradient_mass.h; CPU only): the
+  // windows then hold the gradients' moments after the draws', [2, B, ...].
+  bool gradient_estimate;
   DualAveraging* dual_averaging;  // [G]
   double* window_mean;            // [B, d]
   double* window_m2;              // [B, d], or [B, d, d] (the co-moments) with a dense mass

@@ -98,6 +98,7 @@ WarmupParams<scalar_t> warmup_params(const WarmupRequest& r) {
   p.target_accept = r.target_accept;
   p.adapt_step_size = r.adapt_step_size;
   p.adapt_mass_matrix = r.adapt_mass_matrix;
+  p.gradient_estimate = r.gradient_mass_estimate;
   p.dual_averaging = reinterpret_cast<DualAveraging*>(r.dual_averaging.data_ptr<double>());
   p.window_mean = r.window_mean.data_ptr<double>();
   p.window_m2 = r.window_m2.data_ptr<double>();
@@ -150,6 +151,8 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
     return;
   }
   const CudaBackend& cuda = cuda_for(r.chains, "warmup", p.chains.sm_count);
+  FHMC_CHECK_VALUE(!r.gradient_mass_estimate, "gradient_mass_estimate runs on the CPU only for "
+                   "now; estimate the mass from the draws alone on CUDA, or warm up on the CPU");
   const auto warmup = require(l.warmup_cuda, r.chains, "CUDA");
   // the pooled kernel's scratch, no sync
   Tensor tile_accept, tile_moments, log_variance_sum, chees, carried_force;

@@ -228,7 +228,8 @@ WarmupRequest warmup_request(const OpArguments& a) {
                   a.tensor("window_mean"),   a.tensor("window_m2"),
                   a.integer("warmup_start"), a.integer("num_warmup"),
                   a.integers("windows"),     a.real("target_accept"),
-                  a.flag("adapt_step_size"), a.flag("adapt_mass_matrix")};
+                  a.flag("adapt_step_size"), a.flag("adapt_mass_matrix"),
+                  a.flag("gradient_mass_estimate")};
   const ChainRequest& c = r.chains;
   check_chain_request(c, true);
   const at::Tensor& q = c.q;
@@ -242,12 +243,15 @@ WarmupRequest warmup_request(const OpArguments& a) {
   const int64_t batch = q.size(0), dim = q.size(1);
   check_chain_buffer(q, r.dual_averaging, "dual_averaging", {c.step_size.size(0), 3},
                      at::kDouble);
-  check_chain_buffer(q, r.window_mean, "window_mean", {batch, dim}, at::kDouble, true);
-  if (c.dense_mass()) {
-    check_chain_buffer(q, r.window_m2, "window_m2", {batch, dim, dim}, at::kDouble, true);
-  } else {
-    check_chain_buffer(q, r.window_m2, "window_m2", {batch, dim}, at::kDouble, true);
+  // with gradient_mass_estimate the gradients' moments follow the draws'
+  std::vector<int64_t> mean_shape{batch, dim}, m2_shape{batch, dim};
+  if (c.dense_mass()) m2_shape.push_back(dim);
+  if (r.gradient_mass_estimate) {
+    mean_shape.insert(mean_shape.begin(), 2);
+    m2_shape.insert(m2_shape.begin(), 2);
   }
+  check_chain_buffer(q, r.window_mean, "window_mean", mean_shape, at::kDouble, true);
+  check_chain_buffer(q, r.window_m2, "window_m2", m2_shape, at::kDouble, true);
   FHMC_CHECK_VALUE(!c.chees || c.step_size.size(0) == 1,
                    "chees adapts one trajectory length from every chain: step_size must be [1] "
                    "(the pooled warm-up), got ", c.step_size.sizes());

@@ -73,6 +73,7 @@ struct WarmupRequest {
   std::vector<int64_t> windows;  // (init_buffer, base_window, term_buffer), or empty: Stan's
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
+  bool gradient_mass_estimate;  // windows [2, B, ...]: the draws' moments, then the gradients'
 };
 
 // The requests of a call, checked (ValueError / TypeError naming the argument). Values that would

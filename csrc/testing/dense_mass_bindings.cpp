@@ -1,5 +1,6 @@
-// math/hmc/dense_mass.h's functions on the host, for tests/unit/test_dense_mass.py to check against
-// torch (the Python bindings module exposes them as dense_*). Inputs are copied to contiguous CPU
+// math/hmc/dense_mass.h's and gradient_mass.h's functions on the host, for tests/unit/test_dense_mass.py
+// and test_gradient_mass.py to check against torch (the Python bindings module exposes them as
+// dense_* and gradient_*). Inputs are copied to contiguous CPU
 // tensors of the dtype named; every loop is the kernels' own.
 #include <torch/extension.h>
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "../math/hmc/dense_mass.h"
+#include "../math/hmc/gradient_mass.h"
 
 namespace fused_hmc {
 namespace {
@@ -98,6 +100,24 @@ Tensor pooled(const Tensor& mean, const Tensor& m2, double n) {
   return out;
 }
 
+// (values [d], vectors [d, d]) of the symmetric a [d, d] (float64).
+std::tuple<Tensor, Tensor> eigen(const Tensor& a) {
+  const Tensor in = contiguous_cpu(a, at::kDouble);
+  const int64_t d = in.size(0);
+  Tensor values = at::empty({d}, in.options()), vectors = at::empty({d, d}, in.options());
+  symmetric_eigen(in.data_ptr<double>(), d, values.data_ptr<double>(), vectors.data_ptr<double>());
+  return {values, vectors};
+}
+
+// (ok, Sigma) from the draws' covariance s and the gradients' covariance g ([d, d] float64).
+std::tuple<bool, Tensor> gradient_covariance(const Tensor& s, const Tensor& g) {
+  const Tensor a = contiguous_cpu(s, at::kDouble), b = contiguous_cpu(g, at::kDouble);
+  Tensor out = at::empty_like(a);
+  const bool ok = gradient_dense_covariance(a.data_ptr<double>(), b.data_ptr<double>(), a.size(0),
+                                            out.data_ptr<double>());
+  return {ok, out};
+}
+
 }  // namespace
 
 void add_dense_mass_bindings(pybind11::module_& m) {
@@ -115,6 +135,8 @@ void add_dense_mass_bindings(pybind11::module_& m) {
   m.def("dense_regularized", &regularized);
   m.def("dense_adapted_factor", &adapted_factor);
   m.def("dense_pooled_covariance", &pooled);
+  m.def("gradient_eigen", &eigen);
+  m.def("gradient_dense_covariance", &gradient_covariance);
 }
 
 }  // namespace fused_hmc

@@ -72,6 +72,10 @@ def _add_sample_parser(sub) -> None:
          help="the inverse mass warm-up adapts (Stan's diag_e or dense_e, per chain or "
               "--pooled; docs/MASS_MATRIX.md): dense needs dim <= 128 and --device cpu "
               "(default: diagonal)")
+    flag("--mass-estimator", choices=("draws", "gradients"), default="draws",
+         help="what a slow window's inverse mass is estimated from: the draws (Stan's) or the "
+              "draws and the gradients at them (nutpie's; needs --device cpu; "
+              "docs/MASS_MATRIX.md) (default: draws)")
     flag("--jitter", type=real(0, 1, low_open=False), default=0.0,
          help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
     flag("--target", type=target_kind, default=None,

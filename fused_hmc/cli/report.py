@@ -50,7 +50,10 @@ def report_run(args, device, target, res, adapting: bool) -> None:
     if adapting:
         step, inv_mass = res.step_size.double(), res.inverse_mass.double()
         w = res.warmup
-        print(f"warm-up           {'pooled' if w.pooled else 'per-chain'} adaptation toward "
+        how = "pooled" if w.pooled else "per-chain"
+        if w.mass_estimator == "gradients":
+            how += " (inverse mass from draws and gradients)"
+        print(f"warm-up           {how} adaptation toward "
               f"acceptance {w.target_accept:g}: step size {step.mean().item():.4g} (range "
               f"{step.min().item():.4g} .. {step.max().item():.4g}), inverse mass "
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")

@@ -65,4 +65,5 @@ def flags_of(args: argparse.Namespace, sampler, res) -> None:
     args.warmup, args.pooled, args.target_accept = w.num_warmup, w.pooled, w.target_accept
     args.adapt_step_size, args.adapt_mass_matrix = w.adapt_step_size, w.adapt_mass_matrix
     args.adapt_trajectory_length = w.adapt_trajectory_length
+    args.mass_estimator = w.mass_estimator
     args.max_leapfrog_steps = res.max_leapfrog_steps

@@ -178,6 +178,14 @@ def check_mass_matrix(mass_matrix, chains: Chains) -> str:
     return mass_matrix
 
 
+def check_mass_estimator(warmup, chains: Chains) -> None:
+    """mass_estimator="gradients" (csrc/math/hmc/gradient_mass.h) runs on the CPU only for now."""
+    if warmup.mass_estimator == "gradients" and chains.device.type != "cpu":
+        raise ValueError("mass_estimator='gradients' runs on the CPU only for now (the CUDA "
+                         f"kernels estimate the mass from the draws alone); q0 is on "
+                         f"{chains.device}: use mass_estimator='draws'")
+
+
 def check_dense_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor:
     """A dense inverse mass: [dim, dim] (shared) or [chains, dim, dim] (per chain), symmetric
     positive definite, in the chains' dtype (symmetrised, as its lower triangle is what counts)."""

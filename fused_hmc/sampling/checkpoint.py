@@ -30,11 +30,12 @@ import torch
 from . import storage
 from .saving import device_to_load, read_target, write_target
 
-# The format: a checkpoint of another one is refused (storage.checked_attributes names both). 6
-# adds mass_matrix (a dense mass: inverse_mass [G, d, d] its Cholesky factors, window_m2
-# [B, d, d], the kept estimates) to 5's every chain statistic of the def (chains_warmup_<name>,
+# The format: a checkpoint of another one is refused (storage.checked_attributes names both). 7
+# adds mass_estimator (with "gradients", window moments [2, B, ...]: the draws', the gradients') to
+# 6's mass_matrix (a dense mass: inverse_mass [G, d, d] its Cholesky factors, window_m2
+# [B, d, d], the kept estimates) and 5's every chain statistic of the def (chains_warmup_<name>,
 # chains_sampling_<name>).
-FORMAT = 6
+FORMAT = 7
 _TENSOR_ARGUMENTS = ("step_size", "inverse_mass")
 # Draws kept in memory beyond this many bytes: each checkpoint's rewrite of them is warned of.
 WARN_DRAW_BYTES = 256 * 2**20

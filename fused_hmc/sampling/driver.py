@@ -162,6 +162,9 @@ class Sampler:
         if self._group is not None and settings.mass_matrix == "dense":
             raise ValueError("mass_matrix='dense' runs in one process for now: pass no "
                              "process_group, or mass_matrix='diagonal'")
+        if self._group is not None and settings.warmup.mass_estimator == "gradients":
+            raise ValueError("mass_estimator='gradients' runs in one process for now: pass no "
+                             "process_group, or mass_estimator='draws'")
         self.superchains = settings.superchains
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)

@@ -110,7 +110,8 @@ class FarStarts:
         counters."""
         chains, s = q.shape[0], kernel.settings
         mass_shape = kernel.state.inverse_mass.shape[1:]  # [d], or a dense mass's factor [d, d]
-        settings = WarmupSettings(0, s.target_accept, True, False, False, s.windows)
+        settings = WarmupSettings(0, s.target_accept, True, False, False, s.windows,
+                                  mass_estimator=s.mass_estimator)
         per_chain = type(kernel)(q, target, kernel.state.step_size.expand(chains),
                                  kernel.state.inverse_mass.expand(chains, *mass_shape),
                                  kernel.jitter,
@@ -119,7 +120,7 @@ class FarStarts:
                                  kernel.max_leapfrog_steps)
         length = first_phase_length(s)
         per_chain.settings = WarmupSettings(length, s.target_accept, True, False, False,
-                                            s.windows)
+                                            s.windows, mass_estimator=s.mass_estimator)
         per_chain.warmup_left = length
         per_chain.state = per_chain.state._replace(
             dual_averaging=torch.zeros(chains, 3, dtype=torch.float64, device=q.device),

@@ -51,7 +51,9 @@ class AdaptationState(NamedTuple):
     dense mass [G, d, d], each group's Cholesky factor L (:func:`dense_factor`).
     dual_averaging: [G, 3] float64, (s_bar, x_bar, mu) of Hoffman & Gelman's Algorithm 5 (the op
     resets it at every (re)start). window_mean, window_m2: [B, d] float64, the Welford moments of
-    the current slow window (dense: window_m2 [B, d, d], the co-moments). The last three exist during warm-up only (None after it).
+    the current slow window (dense: window_m2 [B, d, d], the co-moments); with
+    mass_estimator="gradients" [2, B, ...], the gradients' moments after the draws'. The last
+    three exist during warm-up only (None after it).
     chees: [8] float64, the ChEES state of a warm-up adapting the trajectory length (the op's
     layout: T, moving average of log T, Adam m and v, beta1^k, beta2^k, k, 0); it stays after the
     warm-up, when chees[0] is the adapted T sampling runs with. None without ChEES.
@@ -137,11 +139,13 @@ class ChainKernel:
             from .pooled_ranks import RankPooledWarmup
 
             self._rank_pool = RankPooledWarmup(self, pool_over)
+        self.gradient_estimate = settings.mass_estimator == "gradients"
         if self.warmup_left:
-            m2_shape = (*q.shape, q.shape[1]) if self.dense else q.shape
+            mean_shape = (2, *q.shape) if self.gradient_estimate else tuple(q.shape)
+            m2_shape = (*mean_shape, q.shape[1]) if self.dense else mean_shape
             self.state = AdaptationState(step, inv_mass, torch.zeros(step.shape[0], 3, **f64),
-                                         torch.zeros(q.shape, **f64), torch.zeros(m2_shape, **f64),
-                                         chees)
+                                         torch.zeros(mean_shape, **f64),
+                                         torch.zeros(m2_shape, **f64), chees)
         # A pooled warm-up's per-chain first phase and restarts of stuck chains (far_starts.py).
         self.far_starts = None
         if settings.pooled and settings.num_warmup:
@@ -197,7 +201,8 @@ class ChainKernel:
                             warmup_start=self.warmup_start, num_warmup=s.num_warmup,
                             windows=s.windows, target_accept=s.target_accept,
                             adapt_step_size=s.adapt_step_size,
-                            adapt_mass_matrix=s.adapt_mass_matrix)
+                            adapt_mass_matrix=s.adapt_mass_matrix,
+                            gradient_mass_estimate=self.gradient_estimate)
                 if before is not None:
                     self._count_kept_masses(before)
         self.warmup_left -= n
@@ -268,9 +273,10 @@ class ChainKernel:
         tensors = {"step_size": (s.step_size, ("group",)),
                    "inv_mass": (s.inverse_mass, ("group", *square))}
         if self.warmup_left:
+            moments = ("moments",) if self.gradient_estimate else ()  # draws', gradients'
             tensors.update(dual_averaging=(s.dual_averaging, ("group", "dual_averaging")),
-                           window_mean=(s.window_mean, ("chain", "dim")),
-                           window_m2=(s.window_m2, ("chain", *square)))
+                           window_mean=(s.window_mean, (*moments, "chain", "dim")),
+                           window_m2=(s.window_m2, (*moments, "chain", *square)))
         if self.dense:
             tensors["mass_failures"] = (self.mass_failures, ("chain",))
         if s.chees is not None:

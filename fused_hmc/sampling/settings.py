@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 from .._limits import LIMITS, STAN_WINDOWS
-from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter, check_mass_matrix,
-                        check_mu, check_path, check_pooled, check_seconds, check_step_size,
+from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter,
+                        check_mass_estimator, check_mass_matrix, check_mu, check_path, check_pooled, check_seconds, check_step_size,
                         check_step_size_fits, check_target, check_trajectory, count)
 from .superchains import check_superchains
 from .warmup import WarmupSettings
@@ -55,6 +55,7 @@ class SamplerOptions:
     adapt_trajectory_length: bool = False
     max_leapfrog_steps: int = 1000
     trajectory_length: float | None = None
+    mass_estimator: str = "draws"
 
     @classmethod
     def of(cls, caller: str, options: dict) -> SamplerOptions:
@@ -123,7 +124,8 @@ class SamplerSettings:
             out=None if self.out is None else str(self.out),
             checkpoint_every=self.checkpoint_every, superchains=self.superchains,
             adapt_trajectory_length=w.adapt_trajectory_length,
-            max_leapfrog_steps=self.max_leapfrog_steps, trajectory_length=self.trajectory_length)
+            max_leapfrog_steps=self.max_leapfrog_steps, trajectory_length=self.trajectory_length,
+            mass_estimator=w.mass_estimator)
 
 
 def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
@@ -144,7 +146,8 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
                                LIMITS["kMaxLeapfrogSteps"])
     warmup = WarmupSettings(o.num_warmup, o.target_accept, o.adapt_step_size,
                             o.adapt_mass_matrix, o.pooled, o.adapt_windows,
-                            o.adapt_trajectory_length)
+                            o.adapt_trajectory_length, o.mass_estimator)
+    check_mass_estimator(warmup, chains)
     trajectory_length, max_leapfrog_steps = check_trajectory(
         o.trajectory_length, o.max_leapfrog_steps, num_leapfrog_steps, warmup)
     jitter = check_jitter(o.jitter)

@@ -93,6 +93,7 @@ from .._limits import LIMITS, STAN_WINDOWS
 MAX_WARMUP = LIMITS["kMaxWarmupLength"]
 TARGET_ACCEPT = 0.8  # Stan's adapt_delta, NumPyro's target_accept_prob
 CHEES_TARGET_ACCEPT = 0.651  # the ChEES paper's (and BlackJAX's) default
+MASS_ESTIMATORS = ("draws", "gradients")
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,9 @@ class WarmupSettings:
     statistics) instead of one per chain (None: True with adapt_trajectory_length, else False);
     windows: (init_buffer, base_window, term_buffer), Stan's (75, 25, 50);
     adapt_trajectory_length: ChEES adapts one trajectory length for all chains (needs
-    num_warmup > 0 and the pooled warm-up)."""
+    num_warmup > 0 and the pooled warm-up); mass_estimator: "draws" (Stan's: the window draws'
+    variances or covariance) or "gradients" (nutpie's: from the draws and the gradients of the
+    log density at them, csrc/math/hmc/gradient_mass.h; the CPU only)."""
 
     num_warmup: int = 0
     target_accept: float | None = None
@@ -112,6 +115,7 @@ class WarmupSettings:
     pooled: bool | None = None
     windows: tuple[int, int, int] = STAN_WINDOWS
     adapt_trajectory_length: bool = False
+    mass_estimator: str = "draws"
 
     def __post_init__(self):
         n = self.num_warmup
@@ -148,6 +152,9 @@ class WarmupSettings:
                              f"term_buffer >= 0), Stan's (75, 25, 50); got {w!r}")
         if n > MAX_WARMUP:
             raise ValueError(f"num_warmup must be <= 2**40, got {n}")
+        if self.mass_estimator not in MASS_ESTIMATORS:
+            raise ValueError(f"mass_estimator must be one of {MASS_ESTIMATORS}, got "
+                             f"{self.mass_estimator!r}")
         object.__setattr__(self, "num_warmup", int(n))
         object.__setattr__(self, "target_accept", float(a))
         object.__setattr__(self, "windows", tuple(int(v) for v in w))

@@ -110,7 +110,10 @@ POOLED = {"pooled": dict(pooled=True),
           "chees": dict(adapt_trajectory_length=True, max_leapfrog_steps=20),
           "chees_dense": dict(adapt_trajectory_length=True, max_leapfrog_steps=20,
                               mass_matrix="dense"),
-          "per_chain_dense": dict(pooled=False, mass_matrix="dense")}
+          "per_chain_dense": dict(pooled=False, mass_matrix="dense"),
+          "pooled_gradients": dict(pooled=True, mass_estimator="gradients"),
+          "per_chain_dense_gradients": dict(pooled=False, mass_matrix="dense",
+                                            mass_estimator="gradients")}
 
 
 @pytest.mark.parametrize("warmup", list(POOLED))

@@ -59,6 +59,13 @@ class PackOfChains {
     }
   }
 
+  // After step(): chain l's force (the potential's gradient) at its new state into row [dim], the
+  // proposal's when it accepted, else the start's.
+  void new_state_force(int l, bool accepted, S* row) const {
+    const P* f = rows_.data() + (accepted ? 7 : 2) * dim_;
+    for (int64_t j = 0; j < dim_; ++j) row[j] = f[j][l];
+  }
+
   // Transition t of the pack: chain l with step size step_size[l] and inverse mass inv_mass[l]
   // (a diagonal [dim] or a dense factor [dim, dim]); its uniforms are left in uniforms[l], its
   // trajectory in record's lane l when given. The new states are in c.q after.
