@@ -114,6 +114,10 @@ class Sampler:
         mass_matrix: "diagonal" (default) or "dense": what warm-up adapts (Stan's diag_e or
             dense_e: each slow window's regularised covariance, per chain or pooled) and what
             inverse_mass is (docs/MASS_MATRIX.md). Dense: dim <= 128, CPU chains, one process.
+        mass_estimator: "draws" (default, Stan's: the window draws' variances or covariance) or
+            "gradients" (nutpie's: from the draws and the log density's gradients at them, the
+            Fisher-divergence estimate, exact for a Gaussian whatever the draws;
+            docs/MASS_MATRIX.md). Gradients: CPU chains, one process.
         adapt_windows: (init_buffer, base_window, term_buffer) of the warm-up, Stan's
             (75, 25, 50): initial fast interval, first slow window (then doubling), terminal fast
             interval; scaled to 15% / 75% / 10% when they do not fit in num_warmup (the
