@@ -36,7 +36,7 @@
 #include "torch_stream.h"
 
 namespace fused_hmc {
-void add_dense_mass_bindings(pybind11::module_& m);  // testing/dense_mass_bindings.cpp
+void add_dense_mass_bindings(pybind11::module_& m);  // dense_mass_bindings.cpp
 }  // namespace fused_hmc
 
 namespace {

@@ -714,7 +714,7 @@ template <class Target, class Packed = NoPack, typename scalar_t = typename Targ
 void warmup(const Target& target, const WarmupParams<scalar_t>& p,
             const Packed& packed = Packed{}) {
   const Warmup<Target> w(target, p);
-  if (p.chains.groups == 1) {
+  if (pools_chains(p)) {
     warmup_pooled(w, p.chains, p.chees != nullptr, packed);
   } else {
     warmup_per_chain(w, p.chains, packed);

@@ -21,8 +21,8 @@ int warmup_cuda(const TargetTensors& tensors, const WarmupParams<typename Target
                 void* stream) {
   const Target target = Target::make(tensors, p.chains.dim);
   const auto s = static_cast<cudaStream_t>(stream);
-  return static_cast<int>(p.chains.groups == 1 ? launch_warmup_pooled(target, p, s)
-                                               : launch_warmup_per_chain(target, p, s));
+  return static_cast<int>(pools_chains(p) ? launch_warmup_pooled(target, p, s)
+                                          : launch_warmup_per_chain(target, p, s));
 }
 
 template <class Target>

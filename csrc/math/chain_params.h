@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "adaptation/adaptation_windows.h"
+#include "fp/host_device.h"
 #include "adaptation/dual_averaging.h"
 #include "adaptation/trajectory_adaptation.h"
 #include "rng/noise_streams.h"
@@ -110,5 +111,15 @@ struct WarmupParams {
   // The pooled CUDA kernel's carried forces (carries_force targets; else null): f [B, d], u [B].
   scalar_t* carried_force;
 };
+
+// Whether a warm-up pools its chains (one step size and inverse mass adapted from every chain's
+// statistics): a shared adaptation state (G = 1) over several chains, or ChEES's, pooled by nature.
+// A lone chain with G = 1 runs the per-chain warm-up, so that its warm-up is the one it has in any
+// batch (a rank's one chain of a per-chain warm-up over several processes); pooling one chain's
+// statistics is that chain's own adaptation, up to the pooled estimates' rounding.
+template <typename scalar_t>
+FHMC_HD bool pools_chains(const WarmupParams<scalar_t>& p) {
+  return p.chains.groups == 1 && (p.chains.batch > 1 || p.chees != nullptr);
+}
 
 }  // namespace fused_hmc

@@ -156,7 +156,7 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
   const auto warmup = require(l.warmup_cuda, r.chains, "CUDA");
   // the pooled kernel's scratch, no sync
   Tensor tile_accept, tile_moments, log_variance_sum, chees, carried_force;
-  if (p.chains.groups == 1) {
+  if (pools_chains(p)) {
     // Tiles of a block's chains each (a power of two; the last tile may be partly empty).
     const int64_t tile_chains = l.cuda_pooled_tile_chains(p.chains);
     const int64_t tiles = (p.chains.batch + tile_chains - 1) / tile_chains;

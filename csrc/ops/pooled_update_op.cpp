@@ -9,6 +9,7 @@
 
 #include "../check_message.h"
 #include "../math/adaptation/warmup_update.h"
+#include "../math/hmc/dense_mass.h"
 #include "../math/limits.h"
 #include "../transition_request.h"
 #include "cuda_backend.h"
@@ -25,9 +26,13 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
                    int64_t num_warmup, at::IntArrayRef windows, double target_accept,
                    bool adapt_step_size, bool adapt_mass_matrix, const OptionalTensor& chees,
                    const OptionalTensor& chees_sums, int64_t max_leapfrog_steps) {
-  FHMC_CHECK_VALUE(inv_mass.dim() == 2 && inv_mass.size(0) == 1 && inv_mass.size(1) >= 1,
-                   "inv_mass must have shape [1, dim] (one pooled inverse mass), got ",
-                   inv_mass.sizes());
+  const bool dense = inv_mass.dim() == 3;  // [1, d, d]: a dense mass's Cholesky factor
+  FHMC_CHECK_VALUE((inv_mass.dim() == 2 || dense) && inv_mass.size(0) == 1 &&
+                       inv_mass.size(1) >= 1 && (!dense || inv_mass.size(2) == inv_mass.size(1)),
+                   "inv_mass must have shape [1, dim] (one pooled inverse mass) or [1, dim, dim] "
+                   "(a dense one's Cholesky factor), got ", inv_mass.sizes());
+  FHMC_CHECK_VALUE(!dense || !inv_mass.is_cuda(),
+                   "a dense inv_mass runs on the CPU only for now, got one on ", inv_mass.device());
   FHMC_CHECK_TYPE(inv_mass.scalar_type() == at::kFloat || inv_mass.scalar_type() == at::kDouble,
                   "inv_mass must be float32 or float64, got ", inv_mass.scalar_type());
   FHMC_CHECK_VALUE(inv_mass.is_contiguous(), "inv_mass (updated in place) must be contiguous");
@@ -36,7 +41,12 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
   check_chain_buffer(inv_mass, step_size, "step_size", {1}, at::kDouble);
   check_chain_buffer(inv_mass, dual_averaging, "dual_averaging", {1, 3}, at::kDouble);
   check_chain_buffer(inv_mass, accept_stat, "accept_stat", {1}, at::kDouble);
-  if (variance) check_chain_buffer(inv_mass, *variance, "variance", {dim}, at::kDouble);
+  if (variance) {
+    check_chain_buffer(inv_mass, *variance, dense ? "variance (dense: the pooled covariance)"
+                                                  : "variance", dense ? std::vector<int64_t>{dim, dim}
+                                                                      : std::vector<int64_t>{dim},
+                       at::kDouble);
+  }
   FHMC_CHECK_VALUE(chees.has_value() == chees_sums.has_value(),
                    "chees and chees_sums come together (ChEES's state and its sums), got ",
                    chees ? "chees" : "chees_sums", " alone");
@@ -65,7 +75,7 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
     p.dual_averaging = reinterpret_cast<DualAveraging*>(dual_averaging.data_ptr<double>());
     p.inv_mass = inv_mass.data_ptr<scalar_t>();
     p.accept_stat = accept_stat.data_ptr<double>();
-    p.variance = variance ? variance->data_ptr<double>() : nullptr;
+    p.variance = variance && !dense ? variance->data_ptr<double>() : nullptr;
     p.variance_draws = variance_draws;
     p.dim = dim;
     p.windows = warmup_windows_of(num_warmup, schedule);
@@ -78,6 +88,12 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
     p.max_leapfrog_steps = static_cast<int>(max_leapfrog_steps);
     if (!inv_mass.is_cuda()) {
       apply_pooled_update(p, true, 0, 1);
+      if (dense && variance) {  // the warmup op's pooled dense update
+        std::vector<double> cov(variance->data_ptr<double>(),
+                                variance->data_ptr<double>() + dim * dim);
+        regularize_covariance(cov.data(), variance_draws, dim);
+        adapt_dense_factor(cov.data(), dim, inv_mass.data_ptr<scalar_t>());
+      }
       return;
     }
     const CudaBackend* cuda = cuda_backend();

@@ -113,7 +113,10 @@ TORCH_LIBRARY(fused_hmc, m) {
   // the chains' mean acceptance statistic accept_stat [1] float64, as the warmup op's pooled warm-up
   // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
   // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
-  // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive.
+  // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive;
+  // for a dense inv_mass [1, d, d] (CPU), variance [d, d] is the pooled covariance
+  // (math/hmc/dense_mass.h's pooled_dense_covariance), regularised and factorised into inv_mass
+  // (kept when not positive definite).
   // num_warmup, windows, adapt_mass_matrix: the warmup op's (they place the dual averaging's
   // restarts). With chees [8] float64 (the warmup op's ChEES state) and chees_sums [2] float64 (the
   // sum over every chain of omega_c g_c and of omega_c, math/adaptation/trajectory_adaptation.h),

@@ -17,7 +17,8 @@ Collectives, and what each costs:
   chains that accepted no transition (their count and first ids);
 - a pooled warm-up (``pooled=True``): one all-gather of two numbers per warm-up transition (with
   ChEES, of 2 d + 3 numbers and then a second of one), and one of 2 d numbers at each slow
-  window's end (:mod:`fused_hmc.sampling.pooled_ranks`).
+  window's end (a dense mass: every chain's window mean and co-moments, B d (d + 1) numbers;
+  :mod:`fused_hmc.sampling.pooled_ranks`).
 
 A rank that raises before one of these points contributes "failed" to its flag, and every other
 rank then raises RuntimeError instead of waiting for it (an error after the constructor's

@@ -113,7 +113,7 @@ class Sampler:
             0.5 p^T M^-1 p (Neal 2011, sec. 5.4.1).
         mass_matrix: "diagonal" (default) or "dense": what warm-up adapts (Stan's diag_e or
             dense_e: each slow window's regularised covariance, per chain or pooled) and what
-            inverse_mass is (docs/MASS_MATRIX.md). Dense: dim <= 128, CPU chains, one process.
+            inverse_mass is (docs/MASS_MATRIX.md). Dense: dim <= 128, CPU chains.
         mass_estimator: "draws" (default, Stan's: the window draws' variances or covariance) or
             "gradients" (nutpie's: from the draws and the log density's gradients at them, the
             Fisher-divergence estimate, exact for a Gaussian whatever the draws;
@@ -163,9 +163,6 @@ class Sampler:
                                                    "constructing the Sampler"))
         self._q = check_q0(q0)
         self.settings = settings = check_settings(options, self._q)
-        if self._group is not None and settings.mass_matrix == "dense":
-            raise ValueError("mass_matrix='dense' runs in one process for now: pass no "
-                             "process_group, or mass_matrix='diagonal'")
         if self._group is not None and settings.warmup.mass_estimator == "gradients":
             raise ValueError("mass_estimator='gradients' runs in one process for now: pass no "
                              "process_group, or mass_estimator='draws'")

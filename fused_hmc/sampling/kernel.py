@@ -112,7 +112,7 @@ class ChainKernel:
         inv_mass = inverse_mass.to(dtype=q.dtype, device=q.device).clone().contiguous()
         self.dense = inv_mass.dim() == 3
         # Dense: each chain's window ends that kept its old mass (the estimate was not finite and
-        # positive definite), counted by _count_kept_masses.
+        # positive definite), counted by count_kept_masses.
         self.mass_failures = (torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
                               if self.dense else None)
         self._window_ends = (set(slow_window_ends(settings))
@@ -204,7 +204,7 @@ class ChainKernel:
                             adapt_mass_matrix=s.adapt_mass_matrix,
                             gradient_mass_estimate=self.gradient_estimate)
                 if before is not None:
-                    self._count_kept_masses(before)
+                    self.count_kept_masses(before)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
             self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,
@@ -222,7 +222,7 @@ class ChainKernel:
         parts.append((first, end - first))
         return parts
 
-    def _count_kept_masses(self, before: torch.Tensor) -> None:
+    def count_kept_masses(self, before: torch.Tensor) -> None:
         """After a call whose last transition ended a slow window: a dense factor left bit for bit
         as it was is one the op kept because the window's estimate was not finite and positive
         definite (a new estimate always changes it), counted for each of its chains."""

@@ -18,6 +18,12 @@ the statistics must meet outside it. Each warm-up transition is then three steps
 (csrc/math/adaptation/warmup_update.h) to the step size, dual averaging, ChEES state and inverse
 mass, identically on every rank.
 
+A dense mass (``mass_matrix="dense"``, CPU) folds each chain's state into its window co-moments
+after the sample op (the warmup op's fold, csrc/math/hmc/dense_mass.h, through a binding), and at
+a slow window's end every rank gathers every rank's window means and co-moments (B d (d + 1)
+numbers) and forms the pooled covariance from them, as the one-process kernel forms it from the
+same moments (its strays left out), which ``pooled_update`` regularises and factorises.
+
 ChEES (``adapt_trajectory_length=True``) centres every chain on the ensemble's means
 (csrc/math/adaptation/trajectory_adaptation.h), so its statistics take two reductions, the second
 after the first: the column sums of the starts x0 and of the weighted proposals omega x1, and the
@@ -59,6 +65,7 @@ class RankPooledWarmup:
         # One transition's statistics of this rank's chains.
         self._transition = chain_statistics.zeros(chains, device)
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
+        self._dense = kernel.dense
         self._ok = torch.ones(1, **f64)
         self._failure: Exception | None = None  # this rank's, until the next check point
         self._chees = (ChEESRecord(chains, dim, device) if kernel.state.chees is not None
@@ -76,7 +83,8 @@ class RankPooledWarmup:
             i = t - k.warmup_start
             start, end = self._window(i)
             in_window = s.adapt_mass_matrix and start >= 0
-            mean, m2 = ((k.state.window_mean, k.state.window_m2) if in_window
+            # The op folds a diagonal window's draws; a dense one's co-moments are folded below.
+            mean, m2 = ((k.state.window_mean, k.state.window_m2) if in_window and not self._dense
                         else self._scratch)
             record = {} if self._chees is None else dict(trajectory_record=self._chees.rows)
             if self._failure is None:
@@ -87,6 +95,10 @@ class RankPooledWarmup:
                              self._transition, kept_before=i - start if in_window else 0,
                              mean=mean, m2=m2, **record)
                     torch._foreach_add_(list(k.statistics.warmup.values()), statistics)
+                    if in_window and self._dense:
+                        _build.bindings().dense_fold_window(k.state.window_mean,
+                                                            k.state.window_m2, q,
+                                                            1.0 / (i - start + 1))
                 except Exception as exc:  # noqa: BLE001 - raised at the next check point
                     self._failure = exc
                     self._ok.zero_()
@@ -104,14 +116,19 @@ class RankPooledWarmup:
                              max_leapfrog_steps=k.max_leapfrog_steps)
             variance, draws = None, 0.0
             if in_window and i == end:
-                variance, draws = self._window_variance(m2, i - start + 1)
-                mean.zero_()
-                m2.zero_()
+                window = (self._window_covariance if self._dense else self._window_variance)
+                variance, draws = window(k.state.window_mean, k.state.window_m2, i - start + 1)
+                k.state.window_mean.zero_()
+                k.state.window_m2.zero_()
             if self._failure is None:
+                before = k.state.inverse_mass.clone() if self._dense and variance is not None \
+                    else None
                 ops.pooled_update(k.state.step_size, k.state.dual_averaging, k.state.inverse_mass,
                                   accept_stat, variance, draws, i, s.num_warmup, s.windows,
                                   s.target_accept, s.adapt_step_size, s.adapt_mass_matrix,
                                   **chees)
+                if before is not None:
+                    k.count_kept_masses(before)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
                 self._check(parts[:, 1].min())
 
@@ -126,7 +143,24 @@ class RankPooledWarmup:
         raise RuntimeError("another rank of the process group failed during the pooled "
                            "warm-up (its own error says why); this rank stops too")
 
-    def _window_variance(self, m2: torch.Tensor, draws: int) -> tuple[torch.Tensor, float]:
+    def _window_covariance(self, mean: torch.Tensor, m2: torch.Tensor,
+                           draws: int) -> tuple[torch.Tensor, float]:
+        """The pooled covariance [d, d] of every rank's chains' windows of `draws` draws, from
+        every rank's window means [B_r, d] and co-moments [B_r, d, d] gathered in rank order (as
+        the one-process kernel pools them: csrc/math/hmc/dense_mass.h)."""
+        g = self.group
+        counts, d = g.chain_counts, mean.shape[1]
+        most = max(counts)
+        padded = torch.zeros(most, d * (d + 1), dtype=torch.float64, device=mean.device)
+        padded[:mean.shape[0]] = torch.cat([mean, m2.flatten(1)], 1)
+        parts = g.gather_on_device(padded)
+        rows = torch.cat([parts[r, :c] for r, c in enumerate(counts)])
+        covariance = _build.bindings().dense_pooled_covariance(
+            rows[:, :d], rows[:, d:].reshape(-1, d, d), float(draws))
+        return covariance.to(mean.device), float(draws * g.chains)
+
+    def _window_variance(self, mean: torch.Tensor, m2: torch.Tensor,
+                         draws: int) -> tuple[torch.Tensor, float]:
         """The pooled variance of every rank's chains' windows of `draws` draws: the geometric
         mean of the chains' own window variances (csrc/math/hmc/mass_matrix.h says why), from the
         ranks' sums of log variances and counts, summed in rank order."""

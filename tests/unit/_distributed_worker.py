@@ -22,6 +22,11 @@ POOLED_NAMES = ("samples", "final_state", "accept_count", "step_size", "inverse_
 # ChEES pooled over the ranks as well (its means and terms reduced across them), on the same target.
 CHEES = dict(POOLED, adapt_trajectory_length=True, max_leapfrog_steps=20)
 CHEES_NAMES = POOLED_NAMES + ("trajectory_length",)
+# A dense mass (CPU): pooled over the ranks (every rank's window co-moments gathered at the window's
+# end), and per chain (each chain's own: the one process's bits); a correlated target.
+DENSE = dict(POOLED, mass_matrix="dense")
+DENSE_NAMES = POOLED_NAMES + ("mass_factorization_failures",)
+DENSE_PER_CHAIN = dict(RUN, mass_matrix="dense")
 # Chains that never move in a pooled warm-up (far_starts.py): global chains 1 and 5 start where the
 # energy of N(0, I) overflows (every proposal rejected); nothing pooled is adapted, so the ranks'
 # bits are the one process's, restarts included (at iteration 26, from other ranks' chains too).
@@ -33,6 +38,11 @@ FAR = [1, 5]
 
 def pooled_target():
     return fused_hmc.DiagonalGaussian(torch.zeros(DIM), torch.tensor([0.5, 1.0, 3.0]))
+
+
+def dense_target():
+    cov = torch.tensor([[1.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 2.0]], dtype=torch.float64)
+    return fused_hmc.DenseGaussian(torch.zeros(DIM, dtype=torch.float64), torch.linalg.inv(cov))
 
 
 def global_start() -> torch.Tensor:
@@ -81,6 +91,11 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     chees = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
                              **CHEES)
     saved["chees"] = {name: getattr(chees, name) for name in CHEES_NAMES}
+    if device == "cpu":  # a dense mass runs on the CPU only
+        for key, options in (("dense", DENSE), ("dense_per_chain", DENSE_PER_CHAIN)):
+            dense = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group,
+                                     target=dense_target(), **options)
+            saved[key] = {name: getattr(dense, name) for name in DENSE_NAMES}
     restarts = fused_hmc.sample(far_start()[shard(rank, world)].to(device), SAMPLES, seed=SEED,
                                 process_group=group, **RESTARTS)
     saved["restarts"] = {name: getattr(restarts, name) for name in RESTART_NAMES}

@@ -390,3 +390,23 @@ def test_cuda_refuses_a_dense_mass():
     q = torch.randn(2, 3, device="cuda")
     with pytest.raises(ValueError, match="CPU only"):
         fused_hmc.Sampler(q, mass_matrix="dense")
+
+
+def test_pooled_update_factorises_a_pooled_covariance():
+    """The pooled_update op with a dense factor [1, d, d] and a covariance [d, d] (the rank-pooled
+    warm-up's window end): Stan's dense_e regularisation for the draws counted, factorised."""
+    d = 4
+    cov = _spd(d, 24)
+    f64 = dict(dtype=torch.float64)
+    factor = torch.eye(d, **f64)[None].contiguous()
+    fused_hmc.ops.pooled_update(torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64), factor,
+                                torch.full((1,), 0.7, **f64), cov, 40.0, 9, 40, [5, 5, 5], 0.8,
+                                False, True)
+    w = 40.0 / 45.0
+    expected = torch.linalg.cholesky(w * cov + 1e-3 * (1 - w) * torch.eye(d, **f64))
+    torch.testing.assert_close(factor[0], expected, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match=r"variance \(dense: the pooled covariance\) must have "
+                                         r"shape \[4, 4\]"):
+        fused_hmc.ops.pooled_update(torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),
+                                    factor, torch.full((1,), 0.7, **f64), torch.ones(d, **f64),
+                                    40.0, 9, 40, [5, 5, 5], 0.8, False, True)

@@ -186,6 +186,32 @@ def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
         "num_leapfrog_steps"]  # adapted away from T0
 
 
+@pytest.fixture(scope="module")
+def one_process_dense():
+    return {key: fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
+                                  target=worker.dense_target(), **options)
+            for key, options in (("dense", worker.DENSE),
+                                 ("dense_per_chain", worker.DENSE_PER_CHAIN))}
+
+
+def test_dense_pooled_warmup_pools_every_ranks_chains(ranks, one_process_dense):
+    """The pooled dense mass over the ranks (every rank's window co-moments gathered, the one
+    kernel's pooled covariance formed from them on every rank): the tolerances of
+    _assert_pooled_across_ranks, whose step size feedback is the same."""
+    one = one_process_dense["dense"]
+    _assert_pooled_across_ranks(ranks, one, key="dense")
+    assert not torch.equal(one.inverse_mass[0], torch.eye(worker.DIM, dtype=torch.float64))
+    failures = torch.cat([r["dense"]["mass_factorization_failures"] for r in ranks])
+    assert torch.equal(failures, one.mass_factorization_failures)
+
+
+def test_per_chain_dense_is_the_one_process_run(ranks, one_process_dense):
+    one = one_process_dense["dense_per_chain"]
+    for name in worker.DENSE_NAMES:
+        joined = torch.cat([r["dense_per_chain"][name] for r in ranks])
+        assert torch.equal(joined, getattr(one, name)), name
+
+
 @pytest.mark.parametrize("scenario, error", [
     ("seed_mismatch", "different seeds"), ("wrong_dim", "differ in dim"),
     ("warmup_mismatch", "num_warmup (ranks [1] differ from rank 0"),

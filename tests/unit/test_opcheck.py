@@ -117,6 +117,11 @@ def _chain_ops(device, dtype):
             warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
                            dict(adaptation,
                                 window_m2=torch.zeros(B, D, D, device=device, **_F64))))
+            # the inverse mass from the draws and the gradients: windows [2, B, ...]
+            warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
+                           dict(adaptation, gradient_mass_estimate=True,
+                                window_mean=torch.zeros(2, B, D, device=device, **_F64),
+                                window_m2=torch.zeros(2, B, D, D, device=device, **_F64))))
     return {"sample": sample, "warmup": warmup}
 
 
@@ -129,8 +134,8 @@ def _warmup(device, dtype):
 
 
 def _pooled_update(device, dtype):
-    """A step-size update mid-warm-up, one at a slow window's end with the variance, and one with
-    ChEES's."""
+    """A step-size update mid-warm-up, one at a slow window's end with the variance, one with
+    ChEES's, and on the CPU one of a dense mass's factor from a pooled covariance."""
     f64 = dict(device=device, **_F64)
     state = lambda: (torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),  # noqa: E731
                      torch.full((1, D), 0.8, dtype=dtype, device=device))
@@ -140,7 +145,11 @@ def _pooled_update(device, dtype):
               [5, 5, 5], 0.8, True, True), {}),
             ((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 3, 40, [5, 5, 5], 0.651, True,
               True), dict(chees=_chees_state(device),
-                          chees_sums=torch.tensor([0.4, 3.5], **f64), max_leapfrog_steps=20))]
+                          chees_sums=torch.tensor([0.4, 3.5], **f64), max_leapfrog_steps=20)),
+            *([((torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),
+                 torch.eye(D, dtype=dtype, device=device)[None].contiguous(),
+                 torch.full((1,), 0.7, **f64), 2.0 * torch.eye(D, **f64), 35.0, 9, 40,
+                 [5, 5, 5], 0.8, True, True), {})] if device == "cpu" else [])]
 
 
 SAMPLES = {

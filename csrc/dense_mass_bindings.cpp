@@ -1,14 +1,16 @@
-// math/hmc/dense_mass.h's and gradient_mass.h's functions on the host, for tests/unit/test_dense_mass.py
-// and test_gradient_mass.py to check against torch (the Python bindings module exposes them as
-// dense_* and gradient_*). Inputs are copied to contiguous CPU
+// math/hmc/dense_mass.h's and gradient_mass.h's functions on the host (the Python bindings module
+// exposes them as dense_* and gradient_*): for tests/unit/test_dense_mass.py and
+// test_gradient_mass.py to check against torch, and for a dense warm-up pooled over several
+// processes (fused_hmc/sampling/pooled_ranks.py: each rank folds its chains' window co-moments, and
+// every rank forms the pooled covariance from all ranks' moments). Inputs are copied to contiguous CPU
 // tensors of the dtype named; every loop is the kernels' own.
 #include <torch/extension.h>
 
 #include <tuple>
 #include <vector>
 
-#include "../math/hmc/dense_mass.h"
-#include "../math/hmc/gradient_mass.h"
+#include "math/hmc/dense_mass.h"
+#include "math/hmc/gradient_mass.h"
 
 namespace fused_hmc {
 namespace {
@@ -56,6 +58,24 @@ Tensor dense_rows(const Tensor& factor, const Tensor& z, const Tensor* p_end, in
               "factor must be float32 or float64");
   if (factor.scalar_type() == at::kFloat) return rows_of<float>(factor, z, p_end, which);
   return rows_of<double>(factor, z, p_end, which);
+}
+
+// Each chain's state q [B, d] folded into its window moments mean [B, d] and m2 [B, d, d] (float64,
+// contiguous, in place) with weight inv_count, as the warmup op folds it (comoment_update).
+void fold_window(at::Tensor& mean, at::Tensor& m2, const Tensor& q, double inv_count) {
+  TORCH_CHECK(mean.is_contiguous() && m2.is_contiguous() && mean.scalar_type() == at::kDouble &&
+                  m2.scalar_type() == at::kDouble && !mean.is_cuda(),
+              "mean and m2 must be contiguous float64 CPU tensors");
+  const Tensor x = contiguous_cpu(q, at::kDouble);
+  const int64_t batch = x.size(0), d = x.size(1);
+  TORCH_CHECK(mean.sizes() == at::IntArrayRef({batch, d}) &&
+                  m2.sizes() == at::IntArrayRef({batch, d, d}),
+              "mean must be [B, d] and m2 [B, d, d] for q [B, d]");
+  std::vector<double> scratch(2 * d);
+  for (int64_t b = 0; b < batch; ++b) {
+    comoment_update(mean.data_ptr<double>() + b * d, m2.data_ptr<double>() + b * d * d,
+                    x.data_ptr<double>() + b * d, d, inv_count, scratch.data());
+  }
 }
 
 // The window's (mean [d], co-moments [d, d]) of the draws x [n, d] (float64), in order.
@@ -135,6 +155,7 @@ void add_dense_mass_bindings(pybind11::module_& m) {
   m.def("dense_regularized", &regularized);
   m.def("dense_adapted_factor", &adapted_factor);
   m.def("dense_pooled_covariance", &pooled);
+  m.def("dense_fold_window", &fold_window);
   m.def("gradient_eigen", &eigen);
   m.def("gradient_dense_covariance", &gradient_covariance);
 }
