@@ -143,7 +143,7 @@ def test_cpp_target_is_bitwise_the_same_on_1_2_3_threads(eight_schools, pooled):
 def test_a_costly_model_pooled_is_bitwise_the_same_on_1_2_3_threads(mass_matrix):
     """The library's logistic regression (1,000 rows a gradient) costs tens of microseconds a
     chain and transition, so after the pooled warm-up's timed first transition its blocks hold 1
-    or 2 chains, where a Gaussian's hold 16 (chains_cpu.h's timed_block_size): a block size that
+    or 2 chains, where a Gaussian's hold 16 (chain_loop.h's timed_block_size): a block size that
     depends on the clock and the thread count, and no bit that does. With ChEES and chunks."""
     from fused_hmc import models
 

@@ -1,7 +1,7 @@
 // W consecutive chains of a CPU call run as one pack (pack_group.h): their states gathered into
 // lanes at the start, one transition.h transition for all of them per call of step(), and the
 // states scattered back to the chains' rows after it, so the per-chain bookkeeping
-// (cpu/chains_cpu.h: statistics, kept draws, warm-up windows and step sizes) reads each chain's
+// (cpu/sample_chains.h, cpu/warmup_chains.h: statistics, kept draws, warm-up windows and step sizes) reads each chain's
 // row as after a scalar transition. The chains' step sizes and inverse masses (diagonal, or dense
 // factors) are read from their own rows at every step, so a per-chain warm-up may change them
 // between steps.
