@@ -15,8 +15,9 @@ import torch
 
 from .._limits import LIMITS, STAN_WINDOWS
 from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter,
-                        check_mass_estimator, check_mass_matrix, check_mu, check_path, check_pooled, check_seconds, check_step_size,
-                        check_step_size_fits, check_target, check_trajectory, count)
+                        check_mass_estimator, check_mass_matrix, check_mu, check_path,
+                        check_pooled, check_seconds, check_step_size, check_step_size_fits,
+                        check_target, check_trajectory, count)
 from .superchains import check_superchains
 from .warmup import WarmupSettings
 

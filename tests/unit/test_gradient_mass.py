@@ -52,7 +52,7 @@ def _regularised(cov: torch.Tensor, draws: int) -> torch.Tensor:
     return w * cov + 1e-3 * (1 - w) * torch.eye(cov.shape[-1], dtype=F64)
 
 
-# ---- the header against torch ----------------------------------------------------------------------
+# ---- the header against torch --------------------------------------------------------------------
 
 @settings(max_examples=30, deadline=None)
 @given(d=st.integers(1, 24), seed=st.integers(0, 2**31 - 1))
@@ -113,7 +113,7 @@ def test_not_finite_moments_are_refused(b):
                                            torch.eye(3, dtype=F64))[0]
 
 
-# ---- warm-up on Gaussians: the covariance, in closed form -------------------------------------------
+# ---- warm-up on Gaussians: the covariance, in closed form ----------------------------------------
 
 @pytest.mark.parametrize("pooled", [False, True])
 def test_dense_warmup_recovers_a_correlated_gaussians_covariance(pooled):
@@ -165,7 +165,7 @@ def test_the_estimate_needs_no_draws_from_the_posterior():
     assert not torch.allclose(from_draws.inverse_mass[0], expected, rtol=0.5)
 
 
-# ---- runs: splitting, checkpoints, results, bad input -----------------------------------------------
+# ---- runs: splitting, checkpoints, results, bad input --------------------------------------------
 
 @pytest.mark.parametrize("mass_matrix", ["diagonal", "dense"])
 def test_checkpoint_resumes_a_gradient_warmup_bit_for_bit(sigint_handler, monkeypatch,  # noqa: F811
@@ -217,7 +217,8 @@ def test_the_op_names_a_bad_window_shape():
                step_size=torch.ones(1, **f64), inv_mass=torch.ones(1, d, **f64), jitter=0.0,
                num_leapfrog_steps=1, seed=0, chain_offset=0, first_transition=0,
                num_transitions=1, dual_averaging=torch.zeros(1, 3, **f64),
-               window_mean=torch.zeros(chains, d, **f64), window_m2=torch.zeros(2, chains, d, **f64),
+               window_mean=torch.zeros(chains, d, **f64),
+               window_m2=torch.zeros(2, chains, d, **f64),
                warmup_start=0, num_warmup=10, windows=[], target_accept=0.8,
                adapt_step_size=True, adapt_mass_matrix=True, gradient_mass_estimate=True)
 
