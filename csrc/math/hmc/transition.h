@@ -126,11 +126,16 @@ FHMC_HD scalar_t energy_change_from_potentials(scalar_t kinetic_sum, scalar_t u0
   return add_rn(kinetic_sum, mul_rn(scalar_t(2), sub_rn(u1, u0)));
 }
 
-// What a transition takes from its last stream block B: the Metropolis uniform as the log the
-// philox test compares (philox_log_uniform(torch_uniform_from_word(B.x))), the step-size jitter's
-// uniform (torch_uniform_from_word(B.y)) and the trajectory jitter's (word z). They depend on the
-// stream alone, so the CUDA kernels may form them ahead of the trajectory, several transitions at
-// a time.
+// What a transition takes from the last stream blocks of its transition: the Metropolis uniform
+// as the log the philox test compares (philox_log_uniform(torch_uniform_from_word(B.x)), B the
+// chain's own block), and the step-size jitter's and the trajectory jitter's uniforms
+// (torch_uniform_from_word of words y and z of S, the block of stream chain 0 at that transition).
+// The jitters are shared by every chain, as BlackJAX's Halton jitter is: a transition's L then
+// differs between chains only through their step sizes, so the chains of a CPU pack or a CUDA warp
+// run the same number of steps, where drawn per chain they would all wait for the longest.
+// Drawn from stream chain 0 (the global index, whatever the chain offset, chunk or rank), they are
+// the same for every split of the chains. They depend on the stream alone, so the CUDA kernels
+// may form them ahead of the trajectory, several transitions at a time.
 struct TransitionUniforms {
   float log_uniform;
   float jitter_uniform;
@@ -139,10 +144,11 @@ struct TransitionUniforms {
 
 FHMC_HD TransitionUniforms transition_uniforms(const PhiloxStream& stream, uint64_t chain,
                                                uint64_t transition) {
-  const PhiloxBlock last =
-      stream_block(stream, chain, transition, stream.blocks_per_transition - 1);
-  return {philox_log_uniform(torch_uniform_from_word(last.x)), torch_uniform_from_word(last.y),
-          torch_uniform_from_word(last.z)};
+  const uint64_t last_block = stream.blocks_per_transition - 1;
+  const PhiloxBlock own = stream_block(stream, chain, transition, last_block);
+  const PhiloxBlock shared = stream_block(stream, 0, transition, last_block);
+  return {philox_log_uniform(torch_uniform_from_word(own.x)), torch_uniform_from_word(shared.y),
+          torch_uniform_from_word(shared.z)};
 }
 
 // The Noise policy of the native philox stream (noise_streams.h): transition `transition` of stream
