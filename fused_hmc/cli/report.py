@@ -62,7 +62,7 @@ def report_run(args, device, target, res, adapting: bool) -> None:
     if res.trajectory_length is not None:
         how = "ChEES-adapted" if res.warmup.adapt_trajectory_length else "given"
         print(f"trajectory        {how} length T = {res.trajectory_length:.4g}: ceil(w T / eps) "
-              f"leapfrog steps, w ~ U[0, 1) per chain and transition, at most "
+              f"leapfrog steps, w ~ U[0, 1) per transition, shared by the chains, at most "
               f"{res.max_leapfrog_steps}")
     sampled = res.num_transitions * res.final_state.shape[0]
     mean = (f", {res.sampling_gradient_evaluations / sampled:.3g} per transition in sampling"

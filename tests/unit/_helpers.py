@@ -159,13 +159,19 @@ def run_op(*args, **kwargs) -> dict[str, torch.Tensor]:
     return statistics
 
 
-def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.float64) -> dict:
+def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.float64,
+                 varied_steps: bool = False) -> dict:
     """The ops' in-place tensors besides q for `mode` ("sampling", "per_chain" or "pooled"
     warm-up): step size 0.15 and a unit inverse mass per adaptation group (one group, except one
-    for each chain per chain), and zeroed gradient counts, moments or adaptation state."""
+    for each chain per chain), and zeroed gradient counts, moments or adaptation state.
+    `varied_steps` (sampling): a step size of each chain's own, 0.1 to 0.2, so that chains sharing
+    a transition's trajectory jitter still run different numbers of steps."""
     f64 = dict(dtype=torch.float64, device=device)
-    groups = chains if mode == "per_chain" else 1
-    state = dict(step_size=torch.full((groups,), 0.15, **f64),
+    groups = chains if mode == "per_chain" or varied_steps else 1
+    steps = (0.1 + 0.1 * torch.rand(groups, generator=torch.Generator().manual_seed(groups),
+                                    dtype=torch.float64)).to(device) if varied_steps else \
+        torch.full((groups,), 0.15, **f64)
+    state = dict(step_size=steps,
                  inv_mass=torch.ones(groups, dim, dtype=mass_dtype, device=device),
                  gradient_evaluations=torch.zeros(chains, dtype=torch.int64, device=device))
     if mode == "sampling":

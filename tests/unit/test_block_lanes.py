@@ -14,7 +14,8 @@ range whose sequential sum differs from the tree (so a wrong order would show).
 CUDA (`cuda`; build the modules first: ``python -m tests.unit._block_lanes_targets --jobs 8``):
 a logistic regression over 65,573 rows (P = 256; _block_lanes_targets.py), its C++ rows form on
 lanes 1, 2, .. 256 and its TorchModel form on 1, 32 and 256: the same draws and acceptances bit for
-bit, with jittered trajectory lengths (the chains of a warp take different numbers of steps).
+bit, with jittered trajectory lengths and each chain's own step size (the chains of a warp take
+different numbers of steps).
 """
 from __future__ import annotations
 
@@ -212,8 +213,12 @@ def _start(chains: int, device: str = "cuda"):
 def _run(target, q0, step_size, **extra):
     import fused_hmc
 
+    # each chain's own step size (0.8 to 1.2 of step_size): with the trajectory jitter the chains
+    # share, the chains of a warp then take different numbers of steps
+    steps = step_size * torch.linspace(0.8, 1.2, q0.shape[0], dtype=torch.float64,
+                                       device=q0.device)
     return fused_hmc.sample(q0, 10, target=target, seed=35, progress=False, jitter=0.3,
-                            step_size=step_size, trajectory_length=6 * step_size, **extra)
+                            step_size=steps, trajectory_length=6 * step_size, **extra)
 
 
 def _assert_same_draws(runs: dict, q0) -> None:

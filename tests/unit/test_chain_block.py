@@ -79,8 +79,9 @@ def _run(target: CppTarget, q0: torch.Tensor, mode: str, device: str) -> dict:
     with a slow window's end) warm-up. Returns every tensor the op wrote."""
     chains, dim = q0.shape
     q = q0.to(device, copy=True)
-    state = run_op_state(chains, dim, mode, device)
-    options = dict(trajectory_length=0.6)  # jittered: the chains take different step counts
+    # jittered, and the chains' step sizes differ: the chains take different step counts
+    state = run_op_state(chains, dim, mode, device, varied_steps=mode == "sampling")
+    options = dict(trajectory_length=0.6)
     if mode != "sampling":
         # the first slow window is [1, 3]: its end pools the chains' window moments
         options.update(warmup_start=0, num_warmup=20, windows=[1, 3, 2],

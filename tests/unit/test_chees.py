@@ -114,17 +114,21 @@ def test_a_length_below_one_step_or_above_the_cap_is_that_many_fixed_steps(devic
         assert fixed.trajectory_length is None and fixed.warmup_gradient_evaluations == 0
 
 
-def test_the_jittered_step_counts_are_uniform():
+def test_the_jittered_step_counts_are_uniform_and_shared_by_the_chains():
     """T = 8 eps, no step jitter: L = max(1, ceil(8 w)), w uniform on [0, 1) (float32 words on
-    the 2^-24 grid, which 8 divides), so L is uniform on 1..8: mean 4.5, variance 63 / 12. Over
-    N = 64 chains x 200 transitions the mean of L is normal within z = 5.33 sd
-    (two-sided 1e-7) of 4.5: |mean - 4.5| <= 5.33 sqrt(5.25 / N) = 0.108. A w not uniform, or a
-    w shared by the chains or transitions, fails it."""
-    chains, n = 64, 200
+    the 2^-24 grid, which 8 divides), so L is uniform on 1..8: mean 4.5, variance 63 / 12. Every
+    chain shares a transition's w (stream chain 0's word), so every chain runs the same steps, and
+    over the n = 400 transitions the mean of L is normal within z = 5.33 sd (two-sided 1e-7) of
+    4.5: |mean - 4.5| <= 5.33 sqrt(5.25 / n) = 0.61. A w not uniform (a constant w is 4.5 only if
+    it is exactly 0.5..0.5625; a w fixed across transitions puts every count at one value) fails
+    it; a w drawn per chain gives chains different counts."""
+    chains, n = 16, 400
     res = _run(_q0(chains=chains), n, step_size=0.25, trajectory_length=2.0, target=TARGET,
                keep_samples=False)
+    per_chain = res.chain_statistics["gradient_evaluations"]
+    assert len(set(per_chain.tolist())) == 1, per_chain
     mean_steps = res.sampling_gradient_evaluations / (chains * n) - 1
-    assert abs(mean_steps - 4.5) <= 5.33 * math.sqrt(63 / 12 / (chains * n)), mean_steps
+    assert abs(mean_steps - 4.5) <= 5.33 * math.sqrt(63 / 12 / n), mean_steps
 
 
 def test_summary_and_cli_report_the_trajectory_and_its_cost(capsys):

@@ -23,11 +23,13 @@ SEED, DIM, CHAINS = 314, 3, 64
 
 
 def _trajectory_jitter(transitions: int) -> np.ndarray:
-    """w [chains, transitions]: torch_uniform_from_word of word z of each last block, in float32
-    as the kernels form it (fma(w, 2^-32, 2^-33), 1 mapped to 0)."""
+    """w [chains, transitions]: torch_uniform_from_word of word z of stream chain 0's last block,
+    shared by every chain, in float32 as the kernels form it (fma(w, 2^-32, 2^-33), 1 mapped to
+    0)."""
     out = np.empty((CHAINS, transitions))
     for t in range(transitions):
-        z = philox_numpy.stream_blocks(SEED, np.arange(CHAINS), t, DIM, "float64")[:, -1, 2]
+        z = philox_numpy.stream_blocks(SEED, np.zeros(CHAINS, dtype=np.int64), t, DIM,
+                                       "float64")[:, -1, 2]
         u = (z.astype(np.float32).astype(np.float64) * 2.0 ** -32 + 2.0 ** -33).astype(np.float32)
         out[:, t] = np.where(u == np.float32(1.0), np.float32(0.0), u)
     return out

@@ -69,8 +69,10 @@ def _check(target, mode, device, dtype):
     assert torch.equal(many - one, torch.full_like(one, TRANSITIONS - 1))
     if mode != "pooled":  # fixed L: L per transition plus one per call
         assert one.tolist() == [STEPS * TRANSITIONS + 1] * CHAINS
-    else:  # jittered ChEES lengths: at least one step each, and they vary
-        assert (one >= TRANSITIONS + 1).all() and len(set(one.tolist())) > 1
+    else:  # jittered ChEES lengths: at least one step each; with one step size and the jitter
+        # every chain shares, the same steps for every chain, and not the cap every time
+        assert (one >= TRANSITIONS + 1).all() and len(set(one.tolist())) == 1
+        assert int(one[0]) < 3 * STEPS * TRANSITIONS + 1
     if mode == "sampling":
         assert 0 < int(together["accept_count"].sum()) < CHAINS * TRANSITIONS  # both decisions
 

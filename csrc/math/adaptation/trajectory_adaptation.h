@@ -4,9 +4,9 @@
 //
 // A transition with trajectory length T and step size eps runs
 //   L = min(cap, max(1, ceil(w T / eps)))   leapfrog steps,
-// w = torch_uniform_from_word(word z of the transition's last stream block), uniform on [0, 1) and
-// drawn per chain and transition (the trajectory jitter; BlackJAX uses a Halton sequence shared by
-// all chains instead).
+// w = torch_uniform_from_word(word z of stream chain 0's last block of the transition), uniform on
+// [0, 1), drawn per transition and shared by every chain (the trajectory jitter, as BlackJAX shares
+// a Halton sequence; math/hmc/transition.h's transition_uniforms).
 //
 // After each warm-up transition, with every chain's start x0_c, proposal x1_c (before the
 // Metropolis test), end velocity v_c = inv_mass * p (the momentum before the final flip),
