@@ -4,9 +4,9 @@ How the kernels schedule them: a chain on G lanes (G < 32) shares its warp with 
 chains. With a trajectory length T (``trajectory_length=``, or ChEES), each chain's transition
 runs its own L = min(cap, max(1, ceil(w T / eps_t))) leapfrog steps
 (csrc/math/adaptation/trajectory_adaptation.h: w uniform on [0, 1), eps_t the chain's step size
-jittered to eps (1 + jitter (2 u - 1)); the kernels draw w and u once per transition for every
-chain, math/hmc/transition.h's transition_uniforms, so L differs between chains only through their
-step sizes). The chains of a warp diverge inside
+jittered to eps (1 + jitter (2 u - 1)); the kernels draw w once per transition for every chain and
+u per chain, math/hmc/transition.h's transition_uniforms, so L differs between chains only through
+their jittered step sizes). The chains of a warp diverge inside
 the leapfrog loop (the lanes' shuffles stay within a chain's lanes, so no chain waits on another
 to exchange), and reconverge at the end of the transition: the warp spends max_c L_c steps, of
 which only the finished chains' lanes idle. A chain on 32 lanes, or on a block (64 .. 256), is
@@ -20,8 +20,8 @@ E[max_c L_c]), C = 32 / G chains of a warp, for the step counts a per-chain warm
    built-in diagonal Gaussian (d = 16, scales 0.1 .. 10 log-spaced; the mass is adapted, so the
    preconditioned target is near N(0, I)) gives each chain its own step size eps_b;
 2. each transition's L of each chain is drawn by the formula above from numpy uniforms w and u
-   (the kernel's are philox's, uniform all the same) with that chain's eps_b, w and u shared by
-   the chains (the kernels' rule) and, for comparison, drawn per chain (the rule before), for --warps warps of
+   (the kernel's are philox's, uniform all the same) with that chain's eps_b, w shared by the
+   chains (the kernels' rule) and, for comparison, drawn per chain (the rule before); u per chain, for --warps warps of
    C consecutive chains over --transitions transitions, with T set so that the chain of median
    step size takes --mean-steps steps on average (T = 2 m eps_median: w's mean is 1/2). The
    spread of the final step sizes is the smallest the warm-up has (its iterates scatter more
@@ -67,10 +67,10 @@ def per_chain_step_sizes(chains: int, warmup: int, length: float, jitter: float,
 
 def step_counts(eps: np.ndarray, transitions: int, length: float, jitter: float, cap: int,
                 shared: bool, rng: np.random.Generator) -> np.ndarray:
-    """L [transitions, chains] by trajectory_steps' formula, the jitters w and u drawn once per
-    transition (`shared`) or per chain and transition."""
-    shape = (transitions, 1 if shared else eps.size)
-    w, u = rng.random(shape), rng.random(shape)
+    """L [transitions, chains] by trajectory_steps' formula, the trajectory jitter w drawn once
+    per transition (`shared`) or per chain and transition, the step-size jitter u per chain."""
+    w = rng.random((transitions, 1 if shared else eps.size))
+    u = rng.random((transitions, eps.size))
     eps_t = eps[None, :] * (1.0 + jitter * (2.0 * u - 1.0))
     return np.clip(np.ceil(w * length / eps_t), 1, cap)
 

@@ -113,11 +113,11 @@ def test_eight_schools_from_stans_starts(mode):
 
 @pytest.mark.slow
 def test_logistic_regression_with_chees_from_stans_starts():
-    """(ESS about 0.3 a draw; pooled=True with 20 steps mixes too slowly for R-hat here.) Stan's
-    1000 warm-up iterations: ChEES climbs to its T (about 1.9) from below, by Adam steps from the
-    moving average of log T, and after 400 it is still near 1.5 (ESS about 0.2 a draw)."""
+    """(ESS about 0.23 a draw; pooled=True with 20 steps mixes too slowly for R-hat here.) Stan's
+    1000 warm-up iterations: ChEES climbs to its T (about 1.6) from below, by Adam steps from the
+    moving average of log T."""
     model = models.logistic_regression()
-    res = _sample(model.target(gradient=True), model.dim, "chees", warmup=1000, samples=500)
+    res = _sample(model.target(gradient=True), model.dim, "chees", warmup=1000, samples=700)
     _assert_rhat(res.samples)
 
 

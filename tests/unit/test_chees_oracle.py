@@ -23,15 +23,16 @@ SEED, DIM, CHAINS = 314, 3, 64
 
 
 def _trajectory_jitter(transitions: int) -> np.ndarray:
-    """w [chains, transitions]: torch_uniform_from_word of word z of stream chain 0's last block,
-    shared by every chain, in float32 as the kernels form it (fma(w, 2^-32, 2^-33), 1 mapped to
-    0)."""
+    """w [chains, transitions], shared by the chains: van der Corput's base-2 sequence at t (its
+    32 bits reversed) plus word z of stream chain 0's last block at transition 0, mod 2^32, as
+    torch_uniform_from_word makes it, in float32 (fma(w, 2^-32, 2^-33), 1 mapped to 0)."""
+    rotation = int(philox_numpy.stream_blocks(SEED, np.zeros(1, dtype=np.int64), 0, DIM,
+                                              "float64")[0, -1, 2])
     out = np.empty((CHAINS, transitions))
     for t in range(transitions):
-        z = philox_numpy.stream_blocks(SEED, np.zeros(CHAINS, dtype=np.int64), t, DIM,
-                                       "float64")[:, -1, 2]
-        u = (z.astype(np.float32).astype(np.float64) * 2.0 ** -32 + 2.0 ** -33).astype(np.float32)
-        out[:, t] = np.where(u == np.float32(1.0), np.float32(0.0), u)
+        word = (int(f"{t:032b}"[::-1], 2) + rotation) % 2 ** 32
+        u = np.float32(np.float64(np.float32(word)) * 2.0 ** -32 + 2.0 ** -33)
+        out[:, t] = np.float32(0.0) if u == np.float32(1.0) else u
     return out
 
 

@@ -74,13 +74,12 @@ def transition_loop(q0, mu, step_size, num_steps, seed, chain_offset, first, n):
 
 
 def jitter_uniform(chains: int, dim: int, dtype, seed: int, transition: int) -> torch.Tensor:
-    """Word y of stream chain 0's last philox block of the transition (the step-size jitter every
-    chain shares) as torch_uniform_from_word makes it: float32 fma(w, 2^-32, 2^-33) (exact
-    product, so a plain float32 add), with 1.0 mapped to 0.0."""
+    """Word y of the transition's last philox block as torch_uniform_from_word makes it: float32
+    fma(w, 2^-32, 2^-33) (exact product, so a plain float32 add), with 1.0 mapped to 0.0."""
     per_block = 4 if dtype == torch.float32 else 2
     blocks_per_transition = -(-dim // per_block) + 1
     block = transition * blocks_per_transition + blocks_per_transition - 1
-    chain = torch.zeros(chains, dtype=torch.int64)
+    chain = torch.arange(chains, dtype=torch.int64)
     counters = torch.stack([torch.full_like(chain, block), torch.zeros_like(chain), chain,
                             torch.zeros_like(chain)], dim=1).to(torch.int32)
     key = as_int64(philox_numpy.philox_key_from_seed(seed))
