@@ -45,8 +45,8 @@ TORCH_LIBRARY(fused_hmc, m) {
   // transition(noise="philox", seed=seed, transition=t) bit for bit. Jittered trajectories
   // (math/adaptation/trajectory_adaptation.h): trajectory_length T > 0 makes transition t run
   // L = min(num_leapfrog_steps, max(1, ceil(w T / eps_t))) leapfrog steps, w the trajectory jitter
-  // (word z of stream chain 0's last block, shared by the chains: transition_uniforms); num_leapfrog_steps is then the cap; T = 0
-  // runs num_leapfrog_steps.
+  // (shared by the chains: transition.h's trajectory_jitter_word); num_leapfrog_steps is then the
+  // cap; T = 0 runs num_leapfrog_steps.
   //
   // statistics: one [B] tensor per chain statistic of math/stats/chain_statistics.def (which states
   // what each counts), in its order and dtype (int64 or float64). Every transition adds its share

@@ -65,9 +65,9 @@ Trajectory length (``adapt_trajectory_length=True``): ChEES (Hoffman, Radul & So
 Adaptive MCMC Scheme for Setting Trajectory Lengths in Hamiltonian Monte Carlo", AISTATS), as
 BlackJAX's ``chees_adaptation`` forms it, inside the op
 (csrc/math/adaptation/trajectory_adaptation.h). Each transition runs L = min(max_leapfrog_steps,
-max(1, ceil(w T / eps_t))) leapfrog steps, with w uniform on [0, 1) from stream chain 0's philox
-words (one jitter per transition shared by every chain, as BlackJAX shares one Halton number)
-and eps_t the transition's (jittered) step size. After every warm-up transition the op forms, from
+max(1, ceil(w T / eps_t))) leapfrog steps, with w on [0, 1) one per transition shared by every
+chain (van der Corput's sequence rotated by a word of the stream, as BlackJAX shares a Halton
+sequence) and eps_t the transition's (jittered) step size. After every warm-up transition the op forms, from
 all chains, the gradient of the ChEES criterion (the change in the ensemble's centred squared norm)
 with respect to log T, weighted by the acceptance probabilities, takes one Adam step on log T
 (learning rate 0.025, step clipped to +-0.35) from the moving average of log T (weight k^-1/2 after

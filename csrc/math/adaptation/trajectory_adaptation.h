@@ -4,9 +4,9 @@
 //
 // A transition with trajectory length T and step size eps runs
 //   L = min(cap, max(1, ceil(w T / eps)))   leapfrog steps,
-// w = torch_uniform_from_word(word z of stream chain 0's last block of the transition), uniform on
-// [0, 1), drawn per transition and shared by every chain (the trajectory jitter, as BlackJAX shares
-// a Halton sequence; math/hmc/transition.h's transition_uniforms).
+// w = torch_uniform_from_word(trajectory_jitter_word): on [0, 1), one per transition shared by
+// every chain, a rotated van der Corput sequence (math/hmc/transition.h; BlackJAX shares a Halton
+// sequence likewise).
 //
 // After each warm-up transition, with every chain's start x0_c, proposal x1_c (before the
 // Metropolis test), end velocity v_c = inv_mass * p (the momentum before the final flip),
