@@ -50,6 +50,11 @@ def _run(target, device, dtype, k: int, calls: list[int], variant: dict) -> dict
     return dict(q=q, step_size=step_size, inv_mass=inv_mass, **s)
 
 
+def _differ(a: dict, b: dict) -> list[str]:
+    return [key for key in a if key != "gradient_evaluations"
+            and not torch.equal(a[key].cpu(), b[key].cpu())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
@@ -66,9 +71,14 @@ def main() -> None:
         for k in range(1, args.max_k + 1):
             together = _run(target, args.device, dtype, k, [k], VARIANTS[label])
             apart = _run(target, args.device, dtype, k, [1] * k, VARIANTS[label])
-            differ = [key for key in together if key != "gradient_evaluations"
-                      and not torch.equal(together[key], apart[key])]
-            print(f"k={k}: differ {differ}", flush=True)
+            differ = _differ(together, apart)
+            again = _differ(together, _run(target, args.device, dtype, k, [k], VARIANTS[label]))
+            line = f"k={k}: differ {differ}; one call run twice differs in {again}"
+            if args.device != "cpu":  # which of the two the CPU build's runs agree with
+                cpu = _run(target, "cpu", dtype, k, [k], VARIANTS[label])
+                line += (f"; the CPU differs from one call in {_differ(together, cpu)}, "
+                         f"from {k} calls in {_differ(apart, cpu)}")
+            print(line, flush=True)
             if "accept_prob_sum" in differ:
                 gap = (together["accept_prob_sum"] - apart["accept_prob_sum"]).abs()
                 print(f"   chains whose acceptance sums differ: {gap.nonzero().flatten().tolist()}"
