@@ -77,8 +77,8 @@ def rows(data: dict) -> list[tuple]:
                          (f"one transition, L={L}", {**c, "L": L})):
         if shape != c:
             out.append((title, "per_transition", shape,
-                        [("philox", "fused_hmc op, philox"), ("in run_chains",
-                                                              "fused_hmc run_chains")], SWEPT))
+                        [("philox", "fused_hmc op, philox"),
+                         ("in the persistent kernel", "fused_hmc run_chains")], SWEPT))
     return out
 
 
@@ -170,8 +170,8 @@ def limits_table(data: dict, compact: bool) -> str:
                      f"{r['B'] * r['d'] / r['seconds']:.2e} |")
     lines += ["", "'of the limit': the larger bound / measured time (100% = at the limit). "
               f"Instructions per element: {S.INSTR_FIXED:g} + {S.INSTR_PER_LEAPFROG:g} L "
-              f"(+ {S.INSTR_WELFORD:g} for run_chains' Welford); bytes: q in + out, 8 per element, "
-              "for one-transition launches (see benchmarks/README.md)."]
+              f"(+ {S.INSTR_WELFORD:g} for the persistent kernel's Welford); bytes: q in + out, "
+              "8 per element, for one-transition launches (see benchmarks/README.md)."]
     return "\n".join(lines)
 
 

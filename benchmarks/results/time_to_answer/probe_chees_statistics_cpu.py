@@ -1,4 +1,4 @@
-"""The tenth session's probe of ChEES's statistics on diamonds (README.md here): ChEES through a
+"""A CPU probe of ChEES's statistics on diamonds (README.md here): ChEES through a
 one-rank gloo group, whose per-chain terms are formed in torch (fused_hmc/sampling/pooled_ranks.py
 ChEESRecord.sums), replaced here by robust variants.
 

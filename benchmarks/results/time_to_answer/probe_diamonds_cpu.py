@@ -1,4 +1,4 @@
-"""The tenth session's CPU probes of diamonds' warm-up from Stan's starts (README.md here).
+"""CPU probes of diamonds' warm-up from Stan's starts (README.md here).
 
     python probe_diamonds_cpu.py MODE SEED [CHAINS]      MODE: pooled | perchain | chees
     W=2000 python probe_diamonds_cpu.py chees 1          a longer warm-up
