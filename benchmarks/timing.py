@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from fused_hmc.timing import seconds_per_call
+
 
 def _cuda(device) -> bool:
     return device is None or torch.device(device).type == "cuda"
@@ -24,25 +26,9 @@ def time_per_call(fn, calls: int, repeats: int = 5, warmup: int = 3, device=None
     """Median over `repeats` of (time for `calls` back-to-back calls) / calls, in seconds."""
     for _ in range(warmup):
         fn()
-    if not _cuda(device):
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples.append((time.perf_counter() - start) / calls)
-        return statistics.median(samples)
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(samples)
+    if _cuda(device):
+        torch.cuda.synchronize()
+    return statistics.median(seconds_per_call(fn, calls, device) for _ in range(repeats))
 
 
 def calls_for(seconds_per_call: float, target_s: float, most: int = 5000) -> int:

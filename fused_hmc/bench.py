@@ -12,10 +12,11 @@ is ``benchmarks/run.py`` in the repository.
 from __future__ import annotations
 
 import statistics
-import time
 from typing import NamedTuple
 
 import torch
+
+from .timing import seconds_per_call
 
 REPEATS = 5
 
@@ -33,23 +34,10 @@ class Row(NamedTuple):
 
 def _seconds_per_call(fn, device: torch.device, budget_s: float) -> float:
     """Median over REPEATS of the time per call, each repeat about budget_s / REPEATS long."""
-    def timed(calls: int) -> float:
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / calls
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return (time.perf_counter() - start) / calls
-
     fn()  # warm-up (and the extension's first load)
-    calls = max(1, min(10_000, round(budget_s / REPEATS / max(timed(1), 1e-9))))
-    return statistics.median(timed(calls) for _ in range(REPEATS))
+    first = seconds_per_call(fn, 1, device)
+    calls = max(1, min(10_000, round(budget_s / REPEATS / max(first, 1e-9))))
+    return statistics.median(seconds_per_call(fn, calls, device) for _ in range(REPEATS))
 
 
 def run_bench(device: torch.device, chains: int, dim: int, num_leapfrog_steps: int,
