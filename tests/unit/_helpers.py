@@ -183,3 +183,12 @@ def run_op_state(chains: int, dim: int, mode: str, device, mass_dtype=torch.floa
                      window_mean=torch.zeros(chains, dim, **f64),
                      window_m2=torch.zeros(chains, dim, **f64))
     return state
+
+
+def run_cli_sample(capsys, *argv) -> tuple[int, str, str]:
+    """`fused-hmc sample ARGV` in this process: (exit code, stdout, stderr)."""
+    from fused_hmc import cli
+
+    code = cli.main(["sample", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err

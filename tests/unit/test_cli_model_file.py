@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc import cli
 from fused_hmc.cli import data_file
 from fused_hmc.cli import model_file as cli_model_file
+
+from ._helpers import run_cli_sample
 
 SMALL = ["--chains", "4", "--samples", "20", "--warmup", "30", "--device", "cpu", "--no-progress",
          "--seed", "5"]
@@ -47,12 +48,6 @@ def not_a_model(data):
     return 3
 '''
 ROW = re.compile(r"^\s*(\S+)\s+([+-]\d+\.\d{4})\s+(\d+\.\d{4})\s", re.M)
-
-
-def _run(capsys, *argv):
-    code = cli.main(["sample", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -88,20 +83,20 @@ def test_model_file_spec_parsing():
 ])
 def test_errors_before_compiling(files, capsys, no_compiling, suffix, extra, flag, message):
     path, data = files
-    code, out, err = _run(capsys, "--model", f"{path}{suffix}", "--data", str(data), *SMALL,
-                          *extra)
+    code, out, err = run_cli_sample(capsys, "--model", f"{path}{suffix}", "--data", str(data),
+                                    *SMALL, *extra)
     assert code == 2 and "Traceback" not in err
     assert re.search(f"{flag}.*{message}", err), err
 
 
 def test_file_errors_are_named(tmp_path, capsys, no_compiling):
-    code, _, err = _run(capsys, "--model", str(tmp_path / "missing.py"), *SMALL)
+    code, _, err = run_cli_sample(capsys, "--model", str(tmp_path / "missing.py"), *SMALL)
     assert code == 2 and "no file" in err
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('boom')\n")
-    code, _, err = _run(capsys, "--model", str(broken), *SMALL)
+    code, _, err = run_cli_sample(capsys, "--model", str(broken), *SMALL)
     assert code == 2 and "running" in err and "RuntimeError: boom" in err
-    code, _, err = _run(capsys, "--model", "not_a_model_or_file", *SMALL)
+    code, _, err = run_cli_sample(capsys, "--model", "not_a_model_or_file", *SMALL)
     assert code == 2 and "model.py[:NAME]" in err
 
 
@@ -123,7 +118,7 @@ def test_data_json_reaches_the_function_ints_as_int64(files, tmp_path):
 @pytest.mark.slow  # compiles a TorchModel (minutes on 2 cores, cached after)
 def test_sample_model_file_matches_the_library(files, capsys):
     path, data = files
-    code, out, err = _run(capsys, "--model", f"{path}:model", "--data", str(data), *SMALL)
+    code, out, err = run_cli_sample(capsys, "--model", f"{path}:model", "--data", str(data), *SMALL)
     assert code == 0, err
     assert "TorchModel model.py:model" in out
     rows = {name: (float(mean), float(sd)) for name, mean, sd in ROW.findall(out)}

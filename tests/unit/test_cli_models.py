@@ -19,32 +19,14 @@ import fused_hmc
 from fused_hmc import cli, cpp_build, diagnostics, models
 from fused_hmc.cli import data_file, diagnosed_draws, user_targets
 
+from ._helpers import run_cli_sample
+from .test_cpp_target import SIGMA, SOURCE, Y
+
 SMALL = ["--chains", "4", "--samples", "8", "--device", "cpu", "--no-progress"]
 
-# TARGETS.md's example, verbatim (posteriordb's eight_schools_noncentered).
-SOURCE = r"""
-template <typename T, typename Data>
-FUSED_HMC_HD T log_density(const T* x, const Data& data) {
-  const T mu = x[8], log_tau = x[9], tau = exp(log_tau);
-  T lp = -0.5 * (mu / 5.0) * (mu / 5.0) - log1p((tau / 5.0) * (tau / 5.0)) + log_tau;
-  for (int64_t j = 0; j < data.y_size; ++j) {
-    const T z = (data.y[j] - (mu + tau * x[j])) / data.sigma[j];
-    lp += -0.5 * x[j] * x[j] - 0.5 * z * z;
-  }
-  return lp;
-}
-"""
-Y = [28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]
-SIGMA = [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]
 # A summary row: name, mean, sd, ess_bulk, ess_tail (* marks arviz's cap), r_hat.
 ROW = re.compile(r"^\s*(\S+)\s+([+-]\d+\.\d{4})\s+(\d+\.\d{4})\s+(\d+)\*?\s+(\d+)\*?\s+"
                  r"(\d+\.\d{4})$", re.M)
-
-
-def _run(capsys, *argv):
-    code = cli.main(["sample", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -118,7 +100,7 @@ def test_a_nonsensical_combination_is_one_line_naming_the_flag(capsys, tmp_path,
              "json_ragged": _bad_data(tmp_path, '{"y": [[1.0, 2.0], [3.0]]}'),
              "json_keyword": _bad_data(tmp_path, '{"class": 1.0}'),
              "json_nan": _bad_data(tmp_path, '{"y": [1.0, NaN]}')}
-    code, out, err = _run(capsys, *SMALL, *(a.format(**paths) for a in argv))
+    code, out, err = run_cli_sample(capsys, *SMALL, *(a.format(**paths) for a in argv))
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fused-hmc sample: error: "), err
@@ -134,7 +116,7 @@ def test_a_compile_error_names_the_users_file_and_line(capsys, tmp_path):
                       "FUSED_HMC_HD T log_density(const T* x, const Data& data) {\n"
                       "  return -0.5 * x[0] * x[0] + undefined_thing;\n"
                       "}\n")
-    code, out, err = _run(capsys, *SMALL, "--target", str(broken), "--dim", "1")
+    code, out, err = run_cli_sample(capsys, *SMALL, "--target", str(broken), "--dim", "1")
     assert code == 1, (out, err)
     assert f"{broken}:3:" in err and "undefined_thing" in err and "<source>" not in err, err
     assert len(err.strip().splitlines()) > 1  # the compiler's lines, not one squeezed line
@@ -221,8 +203,9 @@ def _assert_rows_equal(rows, names, mean, sd, draws) -> None:
 def test_model_run_summarises_the_constrained_parameters(capsys):
     """`--model eight_schools`: theta[1..8], mu, tau (posteriordb's names), each row equal to the
     constrained draws of the same chains run through the library."""
-    code, out, err = _run(capsys, "--model", "eight_schools", "--chains", "16", "--samples",
-                          "100", "--warmup", "100", "--device", "cpu", "--no-progress")
+    code, out, err = run_cli_sample(capsys, "--model", "eight_schools", "--chains", "16",
+                                    "--samples", "100", "--warmup", "100", "--device", "cpu",
+                                    "--no-progress")
     assert code == 0, (out, err)
     assert "model eight_schools" in out and "float64" in out and "100 warm-up" in out
     model = models.eight_schools()
@@ -237,7 +220,7 @@ def test_model_run_summarises_the_constrained_parameters(capsys):
 
 
 def test_model_run_warms_up_1000_transitions_by_default(capsys):
-    code, out, err = _run(capsys, "--model", "eight_schools", *SMALL)
+    code, out, err = run_cli_sample(capsys, "--model", "eight_schools", *SMALL)
     assert code == 0, (out, err)
     assert re.search(r"^transitions\s+1000 warm-up", out, re.M), out
 
@@ -246,9 +229,10 @@ def test_cpp_file_run_summarises_x0_to_x9(capsys, files):
     """`--target eight_schools.cpp --data data.json --dim 10`: rows x[0] .. x[9], equal to the
     library's CppTarget of the same source and data from Stan's start with the same seed."""
     source, data = files
-    code, out, err = _run(capsys, "--target", str(source), "--data", str(data), "--dim", "10",
-                          "--chains", "16", "--samples", "100", "--warmup", "100", "--seed", "3",
-                          "--device", "cpu", "--no-progress")
+    code, out, err = run_cli_sample(capsys, "--target", str(source), "--data", str(data),
+                                    "--dim", "10", "--chains", "16", "--samples", "100",
+                                    "--warmup", "100", "--seed", "3", "--device", "cpu",
+                                    "--no-progress")
     assert code == 0, (out, err)
     assert "C++ eight_schools.cpp (data: sigma, y; dual-number gradient)" in out
     target = fused_hmc.CppTarget(SOURCE, 10, data={"y": torch.tensor(Y, dtype=torch.float64),
@@ -266,8 +250,9 @@ def test_cpp_file_run_summarises_x0_to_x9(capsys, files):
 @pytest.mark.cuda
 def test_model_run_on_cuda_summarises_the_constrained_parameters(capsys):
     """The same on the GPU: Stan's start drawn on the CPU and moved, the chains on CUDA."""
-    code, out, err = _run(capsys, "--model", "eight_schools", "--chains", "256", "--samples",
-                          "200", "--warmup", "200", "--device", "cuda", "--no-progress")
+    code, out, err = run_cli_sample(capsys, "--model", "eight_schools", "--chains", "256",
+                                    "--samples", "200", "--warmup", "200", "--device", "cuda",
+                                    "--no-progress")
     assert code == 0, (out, err)
     model = models.eight_schools()
     q0 = model.initial_point(256, generator=torch.Generator().manual_seed(0)).cuda()
