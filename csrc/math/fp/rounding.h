@@ -1,6 +1,7 @@
 // Correctly rounded arithmetic the compiler may not contract or approximate, in every build: the
 // host build compiles with -ffp-contract=off, the device uses the _rn intrinsics, which nvcc never
-// fuses. Every result that must be the same bits on the CPU and the GPU is written with these.
+// fuses (whatever its --fmad; the build passes --fmad=false for users' plain arithmetic, _build.py).
+// Every result that must be the same bits on the CPU and the GPU is written with these.
 #pragma once
 
 #include <cmath>
