@@ -62,13 +62,14 @@ def nvcc_release(cuda_home: str) -> str:
 
 
 def ninja_commands(_build, build_dir: Path, name: str, sources: list[str],
-                   include_paths: list[str], objects: list[str]) -> list[str]:
+                   include_paths: list[str], objects: list[str],
+                   user_model: bool = False) -> list[str]:
     """The shell command compiling each of `objects`, from the ninja file torch's cpp_extension.load
     writes for `sources` (the extension's flags, plus -Xptxas=-v) in build_dir."""
     import torch
     from torch.utils import cpp_extension
 
-    cuda_flags = _build.cuda_compile_flags()
+    cuda_flags = _build.cuda_compile_flags(user_model)
     if _build.PTXAS_VERBOSE_FLAG not in cuda_flags:
         cuda_flags.append(_build.PTXAS_VERBOSE_FLAG)
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,8 @@ def user_kernel_commands(_build, folders: list[Path], build_dir: Path) -> list[t
             sys.exit(f"--user-kernels {folder}: no fused_hmc_user_kernels.cu there")
         out, obj = build_dir / f"user_{folder.name}", object_name(str(source))
         [command] = ninja_commands(_build, out, "fused_hmc_user", [str(source)],
-                                   [str(ROOT / "csrc"), str(source.parent)], [obj])
+                                   [str(ROOT / "csrc"), str(source.parent)], [obj],
+                                   user_model=True)
         # The command names its output relative to its own build folder.
         commands.append((str(source), f"{out.name}/{obj}", f"cd {out} && {command}"))
     return commands

@@ -74,16 +74,20 @@ HOST_LDFLAGS = _cpu_flags.openmp_flags()
 PTXAS_VERBOSE_FLAG = "-Xptxas=-v"  # registers, stack frame and spills per kernel
 
 
-def cuda_compile_flags() -> list[str]:
-    """nvcc's flags for the kernels (FUSED_HMC_PTXAS_VERBOSE=1 adds the ptxas report).
+# Users' models (CppTarget, TorchModel modules) are compiled as written on the device too:
+# --fmad=false rounds every + and * as the host does under -ffp-contract=off. With nvcc's default,
+# a model's plain C++ arithmetic was contracted into FMAs differently where it is inlined: the force
+# at a call's start and the same force in the leapfrog differed in their last bits, so a pooled
+# float32 ChEES warm-up split into calls drifted from the unsplit one (tests/unit/test_force_carry.py
+# on CUDA). fused_hmc's own kernels spell every rounding out (math/fp/rounding.h).
+USER_CUDA_FLAGS = ("--fmad=false",)
 
-    --fmad=false: the device rounds every + and * as written, as the host does under
-    -ffp-contract=off. With nvcc's default, a user's model (plain C++ arithmetic) was contracted
-    into FMAs differently where it is inlined: the force at a call's start and the same force in
-    the leapfrog differed in their last bits, so a warm-up split into calls drifted from the
-    unsplit one (tests/unit/test_force_carry.py on CUDA). Our own kernels spell every rounding out
-    (math/fp/rounding.h) and are unchanged by it."""
-    flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off", "--fmad=false"]
+
+def cuda_compile_flags(user_model: bool = False) -> list[str]:
+    """nvcc's flags for the kernels, and with user_model those of a user's model's module
+    (FUSED_HMC_PTXAS_VERBOSE=1 adds the ptxas report)."""
+    flags = ["-O3", "-lineinfo", "-Xcompiler=-ffp-contract=off",
+             *(USER_CUDA_FLAGS if user_model else ())]
     if os.environ.get("FUSED_HMC_PTXAS_VERBOSE") == "1":
         flags.append(PTXAS_VERBOSE_FLAG)
     return flags

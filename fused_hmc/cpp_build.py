@@ -253,7 +253,7 @@ def build_name(spec: BuildSpec, files: dict[str, str]) -> str:
         digest.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes()
                       + b"\0")
     digest.update(repr((spec.device_kind, _build.HOST_FLAGS, _HIDDEN,
-                        _build.cuda_compile_flags(),
+                        _build.cuda_compile_flags(user_model=True),
                         [os.environ.get(k) for k in _COMPILER_ENVIRONMENT], torch.__version__,
                         sys.version_info[:2], _build.LAYOUT)).encode())
     return f"fused_hmc_user_{spec.device_kind}_{digest.hexdigest()[:16]}"
@@ -399,7 +399,8 @@ def _build_module(spec: BuildSpec, files: dict[str, str], name: str, directory: 
             # (ChainTarget<double>'s launchers, the registry entry), which would otherwise bind
             # to the first module loaded.
             extra_cflags=[*_build.HOST_FLAGS, *_HIDDEN],
-            extra_cuda_cflags=[*_build.cuda_compile_flags(), "-Xcompiler=" + ",".join(_HIDDEN)],
+            extra_cuda_cflags=[*_build.cuda_compile_flags(user_model=True),
+                               "-Xcompiler=" + ",".join(_HIDDEN)],
             extra_ldflags=list(_build.HOST_LDFLAGS),
             extra_include_paths=[str(headers)],
             build_directory=str(directory),

@@ -1,6 +1,6 @@
 // Correctly rounded arithmetic the compiler may not contract or approximate, in every build: the
 // host build compiles with -ffp-contract=off, the device uses the _rn intrinsics, which nvcc never
-// fuses (whatever its --fmad; the build passes --fmad=false for users' plain arithmetic, _build.py).
+// fuses (whatever its --fmad; users' models, in plain arithmetic, get --fmad=false: _build.py).
 // Every result that must be the same bits on the CPU and the GPU is written with these.
 #pragma once
 
