@@ -435,3 +435,34 @@ def test_two_copies_of_the_sources_share_one_build_and_never_rebuild_it(tmp_path
         out = _run(_LOAD_AND_STEP, place, tmp_path / "ext")
         assert f"LOADED {place / 'csrc'} {directory} " in out, out
     assert library.stat().st_mtime_ns == mtime
+
+
+def test_a_cpp_target_cuda_build_compiles_the_model_as_written(monkeypatch, tmp_path):
+    """A user's model reaches nvcc with --fmad=false: with nvcc's default contraction the force at
+    a call's start and in the leapfrog were different FMAs of the same plain C++, and a CUDA warm-up
+    split into calls drifted from the unsplit one (test_force_carry's CUDA cases). fused_hmc's own
+    kernels, which spell every rounding out, keep their flags; and the flag is in the build's name,
+    so a module built without it is never reused."""
+    from torch.utils import cpp_extension
+
+    from fused_hmc import cpp_build
+
+    calls = []
+
+    def fake_load(*, name, build_directory, **kwargs):
+        calls.append(dict(kwargs, name=name))
+        return types.SimpleNamespace(__name__=name)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(cpp_build, "_modules", {})
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    monkeypatch.setattr(cpp_build, "_syntax_check", lambda spec, directory, headers: None)
+    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
+                               scalar="double", device_kind="cuda", fields=(),
+                               user_gradient=False)
+    cpp_build.load(spec)
+    assert "--fmad=false" in calls[0]["extra_cuda_cflags"]
+    assert "--fmad=false" not in _build.cuda_compile_flags()
+    name = calls[0]["name"]
+    monkeypatch.setattr(_build, "USER_CUDA_FLAGS", ())
+    assert cpp_build.build_name(spec, cpp_build.generated_files(spec)) != name
