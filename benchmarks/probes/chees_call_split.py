@@ -1,5 +1,9 @@
 """Where a pooled ChEES warm-up's state first depends on how its transitions are split into calls
-(issue 32: tests/unit/test_force_carry.py's pooled float32 case fails on CUDA only).
+(tests/unit/test_force_carry.py's question, asked transition by transition). On an H200 it showed
+the pooled float32 kernel drifting at k = 3 (k = 2 without step-size adaptation) while one call
+run twice was identical: nvcc had contracted the model's arithmetic into FMAs differently at the
+force's two call sites. Users' models are now compiled with --fmad=false (_build.USER_CUDA_FLAGS),
+after which it finds no difference.
 
 For k = 1 .. 6: the eight-schools CppTarget's pooled ChEES warm-up, one call of k transitions
 against k calls of one, from the same start, on the given device and dtype, in variants that
