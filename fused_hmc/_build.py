@@ -76,10 +76,11 @@ PTXAS_VERBOSE_FLAG = "-Xptxas=-v"  # registers, stack frame and spills per kerne
 
 # Users' models (CppTarget, TorchModel modules) are compiled as written on the device too:
 # --fmad=false rounds every + and * as the host does under -ffp-contract=off. With nvcc's default,
-# a model's plain C++ arithmetic was contracted into FMAs differently where it is inlined: the force
-# at a call's start and the same force in the leapfrog differed in their last bits, so a pooled
-# float32 ChEES warm-up split into calls drifted from the unsplit one (tests/unit/test_force_carry.py
-# on CUDA). fused_hmc's own kernels spell every rounding out (math/fp/rounding.h).
+# a model's plain C++ arithmetic was contracted into FMAs differently where it is inlined: the
+# force at a call's start and the same force in the leapfrog differed in their last bits, so a
+# pooled float32 ChEES warm-up split into calls drifted from the unsplit one
+# (tests/unit/test_force_carry.py on CUDA). fused_hmc's own kernels spell every rounding out
+# (math/fp/rounding.h).
 USER_CUDA_FLAGS = ("--fmad=false",)
 
 

@@ -318,10 +318,10 @@ def test_a_cpp_target_build_waits_on_its_lock_with_a_timeout(monkeypatch, tmp_pa
         holder.wait()
 
 
-def test_a_cpp_target_builds_from_its_own_copy_of_the_headers_and_says_how_long(
-        monkeypatch, tmp_path, capfd):
-    """Its build depends on fused_hmc's headers' content, not on where they lie; the message
-    quotes the measured build time; then it is marked complete."""
+@pytest.fixture
+def fake_cpp_load(monkeypatch, tmp_path):
+    """cpp_build.load(spec) with torch's compile replaced: returns the keyword arguments of each
+    cpp_extension.load call (the build's name and directory, the flags)."""
     from torch.utils import cpp_extension
 
     from fused_hmc import cpp_build
@@ -336,10 +336,25 @@ def test_a_cpp_target_builds_from_its_own_copy_of_the_headers_and_says_how_long(
     monkeypatch.setattr(cpp_build, "_modules", {})
     monkeypatch.setattr(cpp_extension, "load", fake_load)
     monkeypatch.setattr(cpp_build, "_syntax_check", lambda spec, directory, headers: None)
-    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
-                               scalar="double", device_kind="cpu", fields=(),
-                               user_gradient=False)
-    cpp_build.load(spec)
+
+    def load(spec):
+        cpp_build.load(spec)
+        return calls
+    return load
+
+
+def _any_spec(device_kind: str):
+    from fused_hmc import cpp_build
+
+    return cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1, scalar="double",
+                               device_kind=device_kind, fields=(), user_gradient=False)
+
+
+def test_a_cpp_target_builds_from_its_own_copy_of_the_headers_and_says_how_long(
+        fake_cpp_load, capfd):
+    """Its build depends on fused_hmc's headers' content, not on where they lie; the message
+    quotes the measured build time; then it is marked complete."""
+    calls = fake_cpp_load(_any_spec("cpu"))
     [line] = capfd.readouterr().err.strip().splitlines()
     assert line.startswith("compiling the CppTarget (dim 1, double, cpu; first use of this "
                            "source; about 45 s of CPU time) in "), line
@@ -437,32 +452,17 @@ def test_two_copies_of_the_sources_share_one_build_and_never_rebuild_it(tmp_path
     assert library.stat().st_mtime_ns == mtime
 
 
-def test_a_cpp_target_cuda_build_compiles_the_model_as_written(monkeypatch, tmp_path):
+def test_a_cpp_target_cuda_build_compiles_the_model_as_written(fake_cpp_load, monkeypatch):
     """A user's model reaches nvcc with --fmad=false: with nvcc's default contraction the force at
     a call's start and in the leapfrog were different FMAs of the same plain C++, and a CUDA warm-up
     split into calls drifted from the unsplit one (test_force_carry's CUDA cases). fused_hmc's own
     kernels, which spell every rounding out, keep their flags; and the flag is in the build's name,
     so a module built without it is never reused."""
-    from torch.utils import cpp_extension
-
     from fused_hmc import cpp_build
 
-    calls = []
-
-    def fake_load(*, name, build_directory, **kwargs):
-        calls.append(dict(kwargs, name=name))
-        return types.SimpleNamespace(__name__=name)
-
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    monkeypatch.setattr(cpp_build, "_modules", {})
-    monkeypatch.setattr(cpp_extension, "load", fake_load)
-    monkeypatch.setattr(cpp_build, "_syntax_check", lambda spec, directory, headers: None)
-    spec = cpp_build.BuildSpec(source="// any\n", source_name="<source>", dim=1,
-                               scalar="double", device_kind="cuda", fields=(),
-                               user_gradient=False)
-    cpp_build.load(spec)
-    assert "--fmad=false" in calls[0]["extra_cuda_cflags"]
+    spec = _any_spec("cuda")
+    [call] = fake_cpp_load(spec)
+    assert "--fmad=false" in call["extra_cuda_cflags"]
     assert "--fmad=false" not in _build.cuda_compile_flags()
-    name = calls[0]["name"]
     monkeypatch.setattr(_build, "USER_CUDA_FLAGS", ())
-    assert cpp_build.build_name(spec, cpp_build.generated_files(spec)) != name
+    assert cpp_build.build_name(spec, cpp_build.generated_files(spec)) != call["name"]
