@@ -73,7 +73,7 @@ class ReferenceModel(nn.Module):
         return reference_hmc_step(q, self.mu, self.step_size, self.num_leapfrog_steps)
 
 
-def reference_tuned_step(q: torch.Tensor, log_prob, grad_log_prob, step_size,
+def reference_target_step(q: torch.Tensor, log_prob, grad_log_prob, step_size,
                          num_leapfrog_steps: int, inv_mass: torch.Tensor, normal: torch.Tensor,
                          uniform: torch.Tensor):
     """One HMC transition with a diagonal mass matrix on any target, with caller-supplied noise: the

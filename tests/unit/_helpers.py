@@ -127,7 +127,7 @@ def as_int64(word: int) -> int:
 
 def cuda_cpu_tolerance(dtype) -> dict:
     """How close the chain kernels' CUDA and CPU runs agree: their momenta differ in the last bits
-    (Box-Muller's sincos intrinsics on the device, libm on the host; test_cuda_tuned.py's
+    (Box-Muller's sincos intrinsics on the device, libm on the host; test_cuda_chain_kernels.py's
     docstring), so states and statistics agree within rtol 1e-9 (float64) / 2e-4 (float32)."""
     return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
 

@@ -20,7 +20,7 @@ from fused_hmc.sampling import checkpoint, storage
 
 from .test_sampler import assert_results_equal
 from .test_sampler_ctrl_c import _sigint_after_call, sigint_handler  # noqa: F401 - a fixture
-from .test_sampler_tuned import _q0, _run
+from .test_sampler_chain_kernels import _q0, _run
 
 # 30 warm-up transitions in chunks of 5, then 16 sampling transitions (thin 2): 10 chunks.
 RUN = dict(num_warmup=30, jitter=0.2, thin=2, chunk_size=5,

@@ -16,7 +16,7 @@ import fused_hmc
 from fused_hmc import diagnostics, ops
 
 from .test_sampler import assert_results_equal
-from .test_sampler_tuned import WARM, _q0, _run
+from .test_sampler_chain_kernels import WARM, _q0, _run
 
 
 def _raise_keyboard_interrupt(signum, frame):

@@ -3,7 +3,7 @@ reference.
 
 The sample and warmup ops draw their noise from the philox stream; the tests recover that very
 noise (momentum and uniform through the transition op's trace, the jitter word through the
-test-only philox4x32 op) and feed it to the pure-torch reference ``reference_tuned_step``.
+test-only philox4x32 op) and feed it to the pure-torch reference ``reference_target_step``.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fused_hmc import ops, philox_numpy
-from fused_hmc.reference import reference_log_accept_ratio, reference_tuned_step
+from fused_hmc.reference import reference_log_accept_ratio, reference_target_step
 from fused_hmc.targets import MAX_DENSE_DIM, DenseGaussian, DiagonalGaussian, StandardGaussian
 
 from ._helpers import as_int64, randn, run_op, seeded_generator
@@ -44,7 +44,7 @@ def stat_buffers(chains, dim, device="cpu"):
             torch.zeros(chains, dtype=torch.int64, device=device), torch.zeros(chains, **f64))
 
 
-def run_tuned(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
+def run_sample_op(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
               chain_offset=0):
     """The sample op on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
@@ -146,7 +146,7 @@ def test_dense_at_the_limit_runs():
     outs = []
     for t in (target, dense):
         q = q0.clone()
-        outs.append((q, run_tuned(q, t, step, inv_mass, 0.1, 3, 5, 0, 2, q.new_empty(0))))
+        outs.append((q, run_sample_op(q, t, step, inv_mass, 0.1, 3, 5, 0, 2, q.new_empty(0))))
     assert torch.equal(outs[0][0], outs[1][0])
     assert all(torch.equal(a, b) for a, b in zip(outs[0][1], outs[1][1]))
 
@@ -164,7 +164,7 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
     mu = randn(gen, dim, dtype=dtype)
     q_loop, draws, count, prob = transition_loop(q0, mu, 0.7, 4, 55, offset, first, n)
     q_plain, s_plain = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
-    b_plain = run_tuned(q_plain, StandardGaussian(mu), torch.full((1,), 0.7, dtype=torch.float64),
+    b_plain = run_sample_op(q_plain, StandardGaussian(mu), torch.full((1,), 0.7, dtype=torch.float64),
                         torch.ones(1, dim, dtype=dtype), 0.0, 4, 55, first, n, s_plain,
                         chain_offset=offset)
     assert torch.equal(q_plain, q_loop) and torch.equal(s_plain, draws)
@@ -179,14 +179,14 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
                    DenseGaussian(mu, torch.eye(dim))):
         for groups in (1, chains):
             q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
-            buffers = run_tuned(q, target, torch.full((groups,), 0.7, dtype=torch.float64),
+            buffers = run_sample_op(q, target, torch.full((groups,), 0.7, dtype=torch.float64),
                                 torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, first, n,
                                 samples, chain_offset=offset)
             assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
             assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
         # an empty inv_mass (the unit mass compiled away) gives the same bits
         q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
-        buffers = run_tuned(q, target, torch.full((1,), 0.7, dtype=torch.float64),
+        buffers = run_sample_op(q, target, torch.full((1,), 0.7, dtype=torch.float64),
                             torch.empty(0, dtype=dtype), 0.0, 4, 55, first, n, samples,
                             chain_offset=offset)
         assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
@@ -197,7 +197,7 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
 @pytest.mark.parametrize("kind", KINDS)
 def test_transition_matches_reference(kind, dtype, device):
     """One transition of the sample op (per-chain step sizes and inverse masses, jitter 0.15)
-    against reference_tuned_step fed the same momentum, uniform and jittered step size (the
+    against reference_target_step fed the same momentum, uniform and jittered step size (the
     momentum and uniform traced by the transition op on the same device, whose normals are that
     build's Box-Muller).
 
@@ -218,7 +218,7 @@ def test_transition_matches_reference(kind, dtype, device):
     q = q0.to(device, copy=True)
     samples = torch.empty(chains, 1, dim, dtype=dtype, device=device)
     _, _, accept_count, accept_prob = [
-        b.cpu() for b in run_tuned(q, target, eps.to(device), inv_mass.to(device), jitter, steps,
+        b.cpu() for b in run_sample_op(q, target, eps.to(device), inv_mass.to(device), jitter, steps,
                                    as_int64(seed), t, 1, samples)]
     q, accepted = q.cpu(), accept_count.bool()
 
@@ -228,7 +228,7 @@ def test_transition_matches_reference(kind, dtype, device):
                                         as_int64(seed), t, trace=True)]
     v = jitter_uniform(chains, dim, dtype, seed, t).double()
     eps_t = eps * (1 + jitter * (2 * v - 1))
-    q_ref, acc_ref, log_alpha = reference_tuned_step(
+    q_ref, acc_ref, log_alpha = reference_target_step(
         q0.double(), target.log_prob, target.grad, eps_t, steps, inv_mass.double(),
         normal.double(), uniform)
 
@@ -254,7 +254,7 @@ def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
     runs = {}
     for jitter in (0.0, 0.3):
         q = q0.clone()
-        run_tuned(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
+        run_sample_op(q, target, step, inv_mass, jitter, 3, 9, 0, 6, q.new_empty(0))
         runs[jitter] = q
     plain = q0.clone()
     run_op(plain, target.op_target, target.op_tensors(torch.float64, "cpu"), [], step, inv_mass,
@@ -263,7 +263,7 @@ def test_jitter_zero_is_no_jitter_and_jitter_changes_the_path():
     assert not torch.equal(runs[0.3], plain)
 
 
-def test_op_checks_tuned_arguments():
+def test_op_checks_the_sample_arguments():
     q = torch.zeros(3, 4)
     mu = torch.zeros(4)
     one = torch.ones(1, dtype=torch.float64)

@@ -22,7 +22,7 @@ from fused_hmc.targets import DiagonalGaussian
 
 from ._helpers import run_op
 from ._windows_reference import MIN_RUN, warmup_windows
-from .test_targets import make_target, run_tuned
+from .test_targets import make_target, run_sample_op
 
 STAN_WINDOWS_1000 = [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
 
@@ -105,7 +105,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
     for i in range(num_warmup):
         before = {k: v.clone() for k, v in s.items()}
         q_check = q.clone()
-        _, _, _, accept_prob = run_tuned(q_check, target, before["step"], before["inv"], jitter,
+        _, _, _, accept_prob = run_sample_op(q_check, target, before["step"], before["inv"], jitter,
                                          steps, seed, i, 1, q.new_empty(0))
         _warmup_op(q, target, s, jitter, steps, seed, i, 1, num_warmup, windows, settings)
         assert torch.equal(q, q_check), i  # the warm-up transition is sampling's

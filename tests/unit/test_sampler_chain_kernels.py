@@ -51,7 +51,7 @@ def test_default_path_is_the_seed_sampler():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
+def test_trivial_configuration_equals_the_seed_sampler(dtype):
     """The chain ops with an identity-scale target, unit inverse mass and no jitter gives the
     seed sampler's result bit for bit (draws, Welford moments, acceptance)."""
     q0 = _q0(dtype=dtype)
@@ -61,9 +61,9 @@ def test_trivial_tuned_configuration_equals_the_seed_sampler(dtype):
                dict(mu=mu, inverse_mass=torch.ones(5)),
                dict(mu=mu, step_size=torch.full((6,), 0.3, dtype=torch.float64))):
         kw.setdefault("step_size", 0.3)
-        tuned = _run(q0, 11, thin=3, **kw)
+        configured = _run(q0, 11, thin=3, **kw)
         # (the results describe their targets as given: a unit-scale DiagonalGaussian is not mu=)
-        assert_results_equal(tuned._replace(target=None), plain._replace(target=None))
+        assert_results_equal(configured._replace(target=None), plain._replace(target=None))
 
 
 @pytest.mark.parametrize("pooled", [False, True])
@@ -146,7 +146,7 @@ def test_ctrl_c_during_warmup(monkeypatch):
     assert_results_equal(sampler.run(10), whole)  # carries on with warm-up, then samples
 
 
-def test_tuned_batch_split_invariance():
+def test_batch_split_invariance():
     """Per-chain adaptation: chains [0:3] and [3:6] (chain_offset 3) equal the whole batch."""
     q0 = _q0()
     whole = _run(q0, 10, **WARM)
@@ -189,9 +189,9 @@ def test_bad_input_is_named(kwargs, error, match):
 @pytest.mark.parametrize("kwargs", [dict(num_warmup=30, adapt_step_size=False), dict(jitter=0.1),
                                     dict(inverse_mass=torch.linspace(0.5, 2, 3)),
                                     dict(target=DenseGaussian(torch.zeros(3), torch.eye(3) * 2))])
-def test_cuda_tuned_features_agree_with_the_cpu(kwargs):
+def test_cuda_chain_kernels_features_agree_with_the_cpu(kwargs):
     """Every sampler feature runs on CUDA and agrees with the CPU build to the rounding of the
-    float32 normals (see test_cuda_tuned.py; step-size adaptation amplifies them, so the warm-up
+    float32 normals (see test_cuda_chain_kernels.py; step-size adaptation amplifies them, so the warm-up
     here adapts the mass only)."""
     q0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))
     runs = [fused_hmc.sample(q0.to(device), 40, progress=False, seed=11, **kwargs)
@@ -204,7 +204,7 @@ def test_cuda_tuned_features_agree_with_the_cpu(kwargs):
     assert torch.equal(cuda.accept_count, cpu.accept_count)
 
 
-def test_tuned_chains_hold_their_state_on_the_chains_device():
+def test_chains_hold_their_state_on_the_chains_device():
     sampler = fused_hmc.Sampler(_q0(), seed=1, progress=False, pooled=True, **WARM)
     chains = sampler._chains
     assert isinstance(chains, ChainKernel)
