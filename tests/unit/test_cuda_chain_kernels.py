@@ -42,7 +42,7 @@ def _state(chains, dim, dtype, groups, key):
     return q, step, inv_mass
 
 
-def _run_tuned(device, q, target, step, inv_mass, jitter, steps, seed, first, n, thin):
+def _run_sample_op(device, q, target, step, inv_mass, jitter, steps, seed, first, n, thin):
     q, step, inv_mass = [t.to(device, copy=True) for t in (q, step, inv_mass)]
     kept = (first + n) // thin - first // thin
     samples = q.new_zeros(q.shape[0], kept, q.shape[1])
@@ -73,8 +73,8 @@ def test_run_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
     target = make_target(kind, dim)
     q, step, inv_mass = _state(chains, dim, dtype, chains if per_chain else 1, key=dim)
     args = (target, step, inv_mass, 0.25 if per_chain else 0.0, 4, 1234, 5, 6, 2)
-    cpu = _run_tuned("cpu", q, *args)
-    cuda = _run_tuned("cuda", q, *args)
+    cpu = _run_sample_op("cpu", q, *args)
+    cuda = _run_sample_op("cuda", q, *args)
     assert_agree(cpu, cuda, ["q", "samples", "mean", "m2", "accept_count", "accept_prob_sum"],
                  dtype)
     assert int(cpu[4].sum()) > 0
@@ -89,11 +89,11 @@ def test_standard_unit_mass_is_the_transition_op_on_cuda(dim, dtype):
     chains = 37 if dim < 1000 else 3
     target = make_target("standard", dim)
     q0 = 2 * torch.randn(chains, dim, generator=torch.Generator().manual_seed(dim), dtype=dtype)
-    per_chain = _run_tuned("cuda", q0, target, torch.full((chains,), 0.2, dtype=torch.float64),
+    per_chain = _run_sample_op("cuda", q0, target, torch.full((chains,), 0.2, dtype=torch.float64),
                            torch.ones(chains, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
-    shared = _run_tuned("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
+    shared = _run_sample_op("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
                         torch.ones(1, dim, dtype=dtype), 0.0, 4, 99, 5, 6, 2)
-    unit = _run_tuned("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
+    unit = _run_sample_op("cuda", q0, target, torch.full((1,), 0.2, dtype=torch.float64),
                       torch.empty(0, dtype=dtype), 0.0, 4, 99, 5, 6, 2)  # the unit mass
     for a, b, c in zip(per_chain, shared, unit):
         assert torch.equal(a, b) and torch.equal(a, c)
