@@ -74,8 +74,8 @@ class ReferenceModel(nn.Module):
 
 
 def reference_target_step(q: torch.Tensor, log_prob, grad_log_prob, step_size,
-                         num_leapfrog_steps: int, inv_mass: torch.Tensor, normal: torch.Tensor,
-                         uniform: torch.Tensor):
+                          num_leapfrog_steps: int, inv_mass: torch.Tensor, normal: torch.Tensor,
+                          uniform: torch.Tensor):
     """One HMC transition with a diagonal mass matrix on any target, with caller-supplied noise: the
     reference for the sample and warmup ops (fused_hmc::sample, fused_hmc::warmup).
 

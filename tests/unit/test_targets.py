@@ -45,7 +45,7 @@ def stat_buffers(chains, dim, device="cpu"):
 
 
 def run_sample_op(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
-              chain_offset=0):
+                  chain_offset=0):
     """The sample op on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
     run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
@@ -164,9 +164,10 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
     mu = randn(gen, dim, dtype=dtype)
     q_loop, draws, count, prob = transition_loop(q0, mu, 0.7, 4, 55, offset, first, n)
     q_plain, s_plain = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
-    b_plain = run_sample_op(q_plain, StandardGaussian(mu), torch.full((1,), 0.7, dtype=torch.float64),
-                        torch.ones(1, dim, dtype=dtype), 0.0, 4, 55, first, n, s_plain,
-                        chain_offset=offset)
+    b_plain = run_sample_op(q_plain, StandardGaussian(mu),
+                            torch.full((1,), 0.7, dtype=torch.float64),
+                            torch.ones(1, dim, dtype=dtype), 0.0, 4, 55, first, n, s_plain,
+                            chain_offset=offset)
     assert torch.equal(q_plain, q_loop) and torch.equal(s_plain, draws)
     mean, m2, accept_count, accept_prob = b_plain
     assert torch.equal(accept_count, count)
@@ -180,15 +181,15 @@ def test_standard_unit_mass_equals_the_transition_op(dtype):
         for groups in (1, chains):
             q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
             buffers = run_sample_op(q, target, torch.full((groups,), 0.7, dtype=torch.float64),
-                                torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, first, n,
-                                samples, chain_offset=offset)
+                                    torch.ones(groups, dim, dtype=dtype), 0.0, 4, 55, first, n,
+                                    samples, chain_offset=offset)
             assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
             assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
         # an empty inv_mass (the unit mass compiled away) gives the same bits
         q, samples = q0.clone(), torch.empty(chains, n, dim, dtype=dtype)
         buffers = run_sample_op(q, target, torch.full((1,), 0.7, dtype=torch.float64),
-                            torch.empty(0, dtype=dtype), 0.0, 4, 55, first, n, samples,
-                            chain_offset=offset)
+                                torch.empty(0, dtype=dtype), 0.0, 4, 55, first, n, samples,
+                                chain_offset=offset)
         assert torch.equal(q, q_plain) and torch.equal(samples, s_plain)
         assert all(torch.equal(a, b) for a, b in zip(buffers, b_plain))
 
@@ -218,8 +219,8 @@ def test_transition_matches_reference(kind, dtype, device):
     q = q0.to(device, copy=True)
     samples = torch.empty(chains, 1, dim, dtype=dtype, device=device)
     _, _, accept_count, accept_prob = [
-        b.cpu() for b in run_sample_op(q, target, eps.to(device), inv_mass.to(device), jitter, steps,
-                                   as_int64(seed), t, 1, samples)]
+        b.cpu() for b in run_sample_op(q, target, eps.to(device), inv_mass.to(device), jitter,
+                                       steps, as_int64(seed), t, 1, samples)]
     q, accepted = q.cpu(), accept_count.bool()
 
     _, _, normal, uniform = [

@@ -106,7 +106,7 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
         before = {k: v.clone() for k, v in s.items()}
         q_check = q.clone()
         _, _, _, accept_prob = run_sample_op(q_check, target, before["step"], before["inv"], jitter,
-                                         steps, seed, i, 1, q.new_empty(0))
+                                             steps, seed, i, 1, q.new_empty(0))
         _warmup_op(q, target, s, jitter, steps, seed, i, 1, num_warmup, windows, settings)
         assert torch.equal(q, q_check), i  # the warm-up transition is sampling's
 
