@@ -191,8 +191,9 @@ def test_bad_chees_flags_are_named(capsys):
 def test_cuda_chees_agrees_with_the_cpu(dtype, rtol):
     """The CUDA kernels adapt T as the CPU build does, to the rounding of the momentum normals
     (CUDA's Box-Muller takes sincos intrinsics: the last bits in float64, ~2^-21 in float32; see
-    test_cuda_chain_kernels.py), and so run the same number of steps: the step counts and acceptances
-    agree exactly. The step size is held, since dual averaging amplifies rounding (ibid.)."""
+    test_cuda_chain_kernels.py), and so run the same number of steps: the step counts and
+    acceptances agree exactly. The step size is held, since dual averaging amplifies rounding
+    (ibid.)."""
     q0 = _q0(dtype=dtype)
     runs = [_run(q0.to(device), 20, **(CHEES | dict(adapt_step_size=False)))
             for device in ("cpu", "cuda")]

@@ -6,9 +6,9 @@ The reference is the same op with every transition in a call of its own: each ca
 force at its start, so it carries nothing. Both must give the same bits (the force is a function
 of the position alone, and a carrying target's position is q itself), for sampling, per-chain
 warm-up and pooled warm-up with ChEES; and the op's count is then L per transition plus one per
-call, exactly. On CUDA this needs the model compiled as written (--fmad=false, _build.USER_CUDA_FLAGS): with
-nvcc's contraction the two evaluations of the force differed in their last bits in the pooled
-float32 kernel.
+call, exactly. On CUDA this needs the model compiled as written (--fmad=false,
+_build.USER_CUDA_FLAGS): with nvcc's contraction the two evaluations of the force differed in
+their last bits in the pooled float32 kernel.
 """
 from __future__ import annotations
 

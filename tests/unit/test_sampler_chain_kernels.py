@@ -191,8 +191,8 @@ def test_bad_input_is_named(kwargs, error, match):
                                     dict(target=DenseGaussian(torch.zeros(3), torch.eye(3) * 2))])
 def test_cuda_chain_kernels_features_agree_with_the_cpu(kwargs):
     """Every sampler feature runs on CUDA and agrees with the CPU build to the rounding of the
-    float32 normals (see test_cuda_chain_kernels.py; step-size adaptation amplifies them, so the warm-up
-    here adapts the mass only)."""
+    float32 normals (see test_cuda_chain_kernels.py; step-size adaptation amplifies them, so the
+    warm-up here adapts the mass only)."""
     q0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))
     runs = [fused_hmc.sample(q0.to(device), 40, progress=False, seed=11, **kwargs)
             for device in ("cpu", "cuda")]
