@@ -51,8 +51,8 @@ FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows ro
   T sq = 0.0;  // this lane's sum of squared residuals
   for (int64_t i = rows.first; i < N; i += rows.step) {
     T r = data.Y[i] - intercept;
-    for (int64_t k = 0; k < K; ++k) r += -data.XT[k * N + i] * x[k];
-    sq += r * r;
+    for (int64_t k = 0; k < K; ++k) r = fma(-data.XT[k * N + i], x[k], r);
+    sq = fma(r, r, sq);
   }
   T lp = -0.5 * sq / (sigma * sigma);
   if (rows.first == 0) {
@@ -60,7 +60,7 @@ FUSED_HMC_HD T log_density_rows(const T* x, const Data& data, fused_hmc::Rows ro
     lp += -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
     for (int64_t k = 0; k < K; ++k) {
       T b = 0.0;  // b_k = sum_{j >= k} B[k, j] x_j
-      for (int64_t j = k; j < K; ++j) b += data.B[k * K + j] * x[j];
+      for (int64_t j = k; j < K; ++j) b = fma(data.B[k * K + j], x[j], b);
       lp += -0.5 * b * b;
     }
   }
@@ -88,10 +88,10 @@ FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& da
     // The row is read twice (the second time from the cache) rather than held: in float64 the
     // held row, x and g would not fit the registers.
     T r = data.Y[i] - intercept;
-    for (int64_t k = 0; k < K; ++k) r += -data.XT[k * N + i] * x[k];
-    sq += r * r;
+    for (int64_t k = 0; k < K; ++k) r = fma(-data.XT[k * N + i], x[k], r);
+    sq = fma(r, r, sq);
     r_sum += r;
-    for (int64_t k = 0; k < K; ++k) g[k] += data.XT[k * N + i] * r;
+    for (int64_t k = 0; k < K; ++k) g[k] = fma(data.XT[k * N + i], r, g[k]);
   }
   const T inv_var = 1.0 / (sigma * sigma);
   for (int64_t k = 0; k < K; ++k) grad[k] = g[k] * inv_var;
@@ -103,9 +103,9 @@ FUSED_HMC_HD T log_density_and_gradient_rows(const T* x, T* grad, const Data& da
     lp += -2.0 * log1p(u * u / 3.0) - 2.0 * log1p(s * s / 3.0) + (1.0 - N) * log_sigma;
     for (int64_t k = 0; k < K; ++k) {
       T b = 0.0;
-      for (int64_t j = k; j < K; ++j) b += data.B[k * K + j] * x[j];
+      for (int64_t j = k; j < K; ++j) b = fma(data.B[k * K + j], x[j], b);
       lp += -0.5 * b * b;
-      for (int64_t j = k; j < K; ++j) grad[j] += -data.B[k * K + j] * b;
+      for (int64_t j = k; j < K; ++j) grad[j] = fma(-data.B[k * K + j], b, grad[j]);
     }
     grad[K] += -(4.0 * u / 30.0) / (1.0 + u * u / 3.0);
     grad[K + 1] += -(4.0 * s * s / 3.0) / (1.0 + s * s / 3.0) + (1.0 - N);

@@ -33,7 +33,7 @@ FUSED_HMC_HD T log_density(const T* x, const Data& data) {
   for (int64_t i = 0; i < n; ++i) {
     const auto* row = data.X + i * k;
     T eta = row[0] * x[0];
-    for (int64_t j = 1; j < k; ++j) eta += row[j] * x[j];
+    for (int64_t j = 1; j < k; ++j) eta = fma(row[j], x[j], eta);
     lp += data.y[i] * eta - softplus(eta);
   }
   return lp;
@@ -55,10 +55,10 @@ FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
   for (int64_t i = 0; i < n; ++i) {
     const auto* row = data.X + i * k;
     T eta = row[0] * x[0];
-    for (int64_t j = 1; j < k; ++j) eta += row[j] * x[j];
+    for (int64_t j = 1; j < k; ++j) eta = fma(row[j], x[j], eta);
     lp += data.y[i] * eta - softplus(eta);
     const T residual = data.y[i] - sigmoid(eta);
-    for (int64_t j = 0; j < k; ++j) grad[j] += residual * row[j];
+    for (int64_t j = 0; j < k; ++j) grad[j] = fma(residual, row[j], grad[j]);
   }
   return lp;
 }

@@ -26,6 +26,7 @@ class Expr(NamedTuple):
     code: str
     kind: str
     lit: object = None  # the Python value of a literal, else None
+    factors: tuple | None = None  # (a, b) where the code is the product a * b
 
     @property
     def atomic(self) -> bool:
@@ -49,6 +50,17 @@ def literal(value, kind: str) -> Expr:
     else:
         code = f"Scalar({v!r})"
     return Expr(code, "S", v)
+
+
+def add_to(target: str, e: Expr, kind: str) -> str:
+    """The statement target += e, as target = fma(a, b, target) where e is a product a * b of
+    numbers: one rounding, on the FMA units (users' modules are compiled without contraction,
+    fused_hmc/_build.py's USER_CUDA_FLAGS, so a sum of products is otherwise a mul and an add)."""
+    if e.factors is not None and kind in ("T", "S") and all(
+            f.kind == kind or (f.kind, kind) == ("S", "T") for f in e.factors):
+        a, b = (f.code if f.kind == kind else f"{CTYPE[kind]}({f.code})" for f in e.factors)
+        return f"{target} = fma({a}, {b}, {target});"
+    return f"{target} += {e.code};"
 
 
 def paren(e: Expr) -> str:

@@ -29,7 +29,7 @@ import torch
 import torch.fx
 
 from . import ops
-from .cexpr import CTYPE, Expr, as_kind, flat, literal, loop_vars, paren
+from .cexpr import CTYPE, Expr, add_to, as_kind, flat, literal, loop_vars, paren
 from .rows import refuse_nested, refuse_row_loop, row_degrees
 from .trace import Traced, TorchModelError, op_name
 from .varying import Varying, canonical
@@ -180,14 +180,16 @@ class Codegen:
         """A local holding e in place, or the one an identical expression already has there
         (two graph nodes often compute the same thing: the forward's and the backward's
         (y - mu) / sigma^2)."""
-        code = as_kind(e, kind).code
-        key = ("code", kind, code)
+        e = as_kind(e, kind)
+        key = ("code", kind, e.code)
         for s in place.chain():
             if key in s.cache:
                 return s.cache[key]
         name = self.new_name("t")
-        place.lines.append(f"const {CTYPE[kind]} {name} = {code};")
-        place.cache[key] = Expr(name, kind)
+        place.lines.append(f"const {CTYPE[kind]} {name} = {e.code};")
+        # a product of two atoms keeps its factors: a sum of it is still an fma (cexpr.add_to)
+        factors = e.factors if e.factors and all(f.atomic for f in e.factors) else None
+        place.cache[key] = Expr(name, kind, factors=factors)
         return place.cache[key]
 
     def _constant(self, n, idx) -> Expr:
@@ -387,8 +389,10 @@ class Codegen:
         for o, e in acc.contributions(d, scope):
             target = name if numel(shape) == 1 else f"{name}[{flat(o, shape)}]"
             e = as_kind(e, kind)
-            if acc.combine in ("+", "*"):
-                scope.lines.append(f"{target} {acc.combine}= {e.code};")
+            if acc.combine == "+":
+                scope.lines.append(add_to(target, e, kind))
+            elif acc.combine == "*":
+                scope.lines.append(f"{target} *= {e.code};")
             else:
                 op = ">" if acc.combine == "max" else "<"
                 scope.lines.append(ops._extremum_update(target, e, op, kind))

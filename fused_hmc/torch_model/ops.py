@@ -14,7 +14,7 @@ import math
 import torch
 import torch.fx
 
-from .cexpr import CTYPE, PER_CHAIN, Expr, as_kind, iadd, imul, literal, paren
+from .cexpr import CTYPE, PER_CHAIN, Expr, add_to, as_kind, iadd, imul, literal, paren
 from .trace import TorchModelError
 
 
@@ -79,7 +79,7 @@ def _mul(a: Expr, b: Expr, kind: str) -> Expr:
         return Expr(f"-{paren(b)}", b.kind)
     if b.lit == -1:
         return Expr(f"-{paren(a)}", a.kind)
-    return Expr(f"{paren(a)} * {paren(b)}", kind)
+    return Expr(f"{paren(a)} * {paren(b)}", kind, factors=(a, b))
 
 
 def _div(a: Expr, b: Expr, kind: str) -> Expr:
@@ -624,8 +624,10 @@ def reduce_inline(cg, scope, extents, term, combine, kind):
 
     def body(r, s):
         e = as_kind(term(r, s), kind)
-        if combine in ("+", "*"):
-            s.lines.append(f"{acc} {combine}= {e.code};")
+        if combine == "+":
+            s.lines.append(add_to(acc, e, kind))
+        elif combine == "*":
+            s.lines.append(f"{acc} *= {e.code};")
         else:
             op = ">" if combine == "max" else "<"
             s.lines.append(_extremum_update(acc, e, op, kind))

@@ -127,11 +127,15 @@ BINARY = {
     "fmin": (torch.fmin, lambda w: (reals(-1e30, 1e30, w),) * 2),
     "fmax": (torch.fmax, lambda w: (reals(-1e30, 1e30, w),) * 2),
     "log_sum_exp": (torch.logaddexp, lambda w: (reals(-1e30, 1e30, w), reals(-60, 60, w))),
+    # fma(a, b, a): a * b + a rounded once
+    "fma": (lambda a, b: a * b + a, lambda w: (log_uniform(1e-15, 1e15, w, True),) * 2),
     "lt": (torch.lt, None), "le": (torch.le, None), "gt": (torch.gt, None),
     "ge": (torch.ge, None), "eq": (torch.eq, None), "ne": (torch.ne, None),
 }
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-BINARY_SCALE = {"log_sum_exp": (lambda a, b: a.abs() + b.abs(), 1)}
+# fma's reference a * b + a rounds twice (float64): its error is relative to |a b| + |a|.
+BINARY_SCALE = {"log_sum_exp": (lambda a, b: a.abs() + b.abs(), 1),
+                "fma": (lambda a, b: (a * b).abs() + a.abs(), 0)}
 
 
 def rtol(dtype) -> float:
@@ -370,6 +374,7 @@ def all_functions_ref(x, data):
     lp = lp - x[1] / (2 + x[2] ** 2) + torch.logaddexp(x[3], torch.zeros((), dtype=x.dtype))
     lp = lp + torch.fmax(torch.ones((), dtype=x.dtype), x[4])
     lp = lp + 2 * torch.fmin(torch.tensor(0.25, dtype=x.dtype), x[5])
+    lp = lp + x[7] * x[8] + x[9] + (x[0] * 0.5 + 1) + (2 * x[1] + x[2])
     if x[6] > 0.5:
         lp = lp * 1.5
     for i in range(11, x.shape[0]):
@@ -471,8 +476,25 @@ def test_headers_compile_with_nvcc(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
 
 
+def fma_rounds_once(ext, device):
+    """fma(a, b, a) at a = 1 + u, b = -(1 + u), u = 2^-12 (float) or 2^-27 (double): a * b is
+    -(1 + 2u + u^2), so a * b + a is -(u + u^2), a number of the dtype, where rounding the product
+    first (to -(1 + 2u), a tie to even) gives -u. Every form (plain, Dual, mixed) rounds once."""
+    for dtype, u in ((torch.float32, 2.0 ** -12), (torch.float64, 2.0 ** -27)):
+        a = torch.tensor([1 + u], dtype=dtype)
+        out = ext.binary("fma", a.to(device), (-a).to(device)).cpu()
+        assert float(a * -a + a) == -u  # the two roundings' answer, for contrast
+        for row in (0, 1, 4, 6):
+            assert float(out[row][0]) == -(u + u * u), (dtype, row, float(out[row][0]))
+
+
+def test_fma_rounds_once(cpu_ext):
+    fma_rounds_once(cpu_ext, "cpu")
+
+
 @pytest.mark.cuda
 def test_cuda_functions_and_gradients(cuda_ext):
+    fma_rounds_once(cuda_ext, "cuda")
     """The same comparisons on the GPU (device libm: values against autograd, not bitwise)."""
     gen = np.random.default_rng(7)
     for dtype in DTYPES:
@@ -502,5 +524,6 @@ CUDA_BINARY_RANGES = {"add": ((-1e3, 1e3),) * 2, "sub": ((-1e3, 1e3),) * 2,
                       "mul": ((-1e3, 1e3),) * 2, "div": ((-1e3, 1e3), (0.5, 1e3)),
                       "pow": ((1e-2, 1e2), (-4, 4)), "pow_int": ((-1e2, 1e2), (-4, 4)),
                       "fmin": ((-5, 5),) * 2, "fmax": ((-5, 5),) * 2,
-                      "log_sum_exp": ((-50, 50),) * 2, "lt": ((-1, 1),) * 2,
+                      "log_sum_exp": ((-50, 50),) * 2, "fma": ((-1e3, 1e3),) * 2,
+                      "lt": ((-1, 1),) * 2,
                       "ge": ((-1, 1),) * 2}

@@ -76,5 +76,21 @@ FHMC_PACK_BINARY_FUNCTION(fmax)
 FHMC_PACK_BINARY_FUNCTION(log_sum_exp)
 #undef FHMC_PACK_BINARY_FUNCTION
 
+// fma(a, b, c) of packs, or of packs and scalars: the IEEE fused multiply-add in every lane.
+template <class A, class B, class C,
+          typename std::enable_if<
+              (is_pack<A>::value || is_pack<B>::value || is_pack<C>::value) &&
+                  (is_pack<A>::value || std::is_arithmetic<A>::value) &&
+                  (is_pack<B>::value || std::is_arithmetic<B>::value) &&
+                  (is_pack<C>::value || std::is_arithmetic<C>::value),
+              int>::type = 0>
+Pack<typename std::common_type<common_lane_t<A, B>, typename lane_type<C>::type>::type,
+     (pack_width<A, B>() > 0 ? pack_width<A, B>() : lanes_of<C>::value)>
+fma(const A& a, const B& b, const C& c) {
+  using R = typename std::common_type<common_lane_t<A, B>, typename lane_type<C>::type>::type;
+  constexpr int W = pack_width<A, B>() > 0 ? pack_width<A, B>() : lanes_of<C>::value;
+  return fma_any(as_pack<R, W>(a), as_pack<R, W>(b), as_pack<R, W>(c));
+}
+
 }  // namespace simd
 }  // namespace fused_hmc

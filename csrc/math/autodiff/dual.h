@@ -280,6 +280,42 @@ FHMC_HD Dual<T, W> fmin(const Dual<T, W>& a, S b) { return fmin(a, Dual<T, W>(b)
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmin(S a, const Dual<T, W>& b) { return fmin(Dual<T, W>(a), b); }
 
+// ---- fma: the value rounded once, as the plain fma; (ab)' = a'b + ab' ----
+template <class T, int W>
+FHMC_HD Dual<T, W> fma(const Dual<T, W>& a, const Dual<T, W>& b, const Dual<T, W>& c) {
+  Dual<T, W> r = a * b + c;
+  r.v = fma_any(a.v, b.v, c.v);
+  return r;
+}
+namespace dual_detail {
+template <class X>
+struct dual_type {
+  using type = void;
+};
+template <class T, int W>
+struct dual_type<Dual<T, W>> {
+  using type = Dual<T, W>;
+};
+// The Dual among a, b, c when the others are scalars (void when none is, or two differ).
+template <class A, class B, class C,
+          class D = typename std::conditional<
+              !std::is_void<typename dual_type<A>::type>::value, typename dual_type<A>::type,
+              typename std::conditional<!std::is_void<typename dual_type<B>::type>::value,
+                                        typename dual_type<B>::type,
+                                        typename dual_type<C>::type>::type>::type>
+using mixed_dual_t = typename std::enable_if<
+    !std::is_void<D>::value && !(std::is_same<A, D>::value && std::is_same<B, D>::value &&
+                                 std::is_same<C, D>::value) &&
+        (std::is_same<A, D>::value || std::is_arithmetic<A>::value) &&
+        (std::is_same<B, D>::value || std::is_arithmetic<B>::value) &&
+        (std::is_same<C, D>::value || std::is_arithmetic<C>::value),
+    D>::type;
+}  // namespace dual_detail
+template <class A, class B, class C, class D = dual_detail::mixed_dual_t<A, B, C>>
+FHMC_HD D fma(const A& a, const B& b, const C& c) {
+  return fma(D(a), D(b), D(c));
+}
+
 // ---- log_sum_exp, softplus, log_sigmoid, sigmoid (stable forms, scalar_functions.h) ----
 template <class T, int W>
 FHMC_HD Dual<T, W> log_sum_exp(const Dual<T, W>& a, const Dual<T, W>& b) {

@@ -141,6 +141,15 @@ FHMC_HD binary_result_t<A, B> fmax(A a, B b) {
   using R = binary_result_t<A, B>;
   return FHMC_LIBM(fmax)(static_cast<R>(a), static_cast<R>(b));
 }
+// fma(a, b, c): a * b + c rounded once, the IEEE fused multiply-add, on the host and the device
+// alike. Users' models are compiled without contraction (docs/TARGETS.md), so this is how their
+// multiply-adds (a dot product's, a residual's) reach the FMA units.
+template <class A, class B, class C,
+          if_arithmetic2_t<binary_result_t<A, B>, C> = 0, if_arithmetic2_t<A, B> = 0>
+FHMC_HD binary_result_t<binary_result_t<A, B>, C> fma(A a, B b, C c) {
+  using R = binary_result_t<binary_result_t<A, B>, C>;
+  return fma_any(static_cast<R>(a), static_cast<R>(b), static_cast<R>(c));
+}
 
 // log(e^a + e^b), and the weights e^(a - value), e^(b - value) (its partial derivatives), which
 // the dual reuses so that its value is this very number.

@@ -1,5 +1,5 @@
 // What a user's log density (docs/TARGETS.md) sees: FUSED_HMC_HD, fused_hmc::Rows, and the
-// functions exp log log1p expm1 sqrt pow abs fabs tanh sin cos lgamma fmin fmax log_sum_exp
+// functions exp log log1p expm1 sqrt pow abs fabs tanh sin cos lgamma fmin fmax fma log_sum_exp
 // sigmoid log_sigmoid softplus, resolving unqualified for float, double and Dual<float|double, W>,
 // under g++ and nvcc
 // (host and device) alike. Plain versions: scalar_functions.h; dual versions: dual.h. Also
@@ -45,6 +45,7 @@ using fused_hmc::target_math::digamma;
 using fused_hmc::target_math::exp;
 using fused_hmc::target_math::expm1;
 using fused_hmc::target_math::fabs;
+using fused_hmc::target_math::fma;
 using fused_hmc::target_math::fmax;
 using fused_hmc::target_math::fmin;
 using fused_hmc::target_math::lgamma;

@@ -57,6 +57,7 @@ FUSED_HMC_HD T all_functions(const T* x, const Data& data) {
   lp += fmax(x[5], x[6]) + fmin(x[7], 0.5) + pow(x[8], 2) + pow(2.0, x[9]);
   lp += log(1 + x[10] * x[10]) + fabs(x[0]) / 4 - x[1] / (2 + x[2] * x[2]);
   lp += log_sum_exp(x[3], 0.0) + fmax(1, x[4]) + 2.0f * fmin(0.25, x[5]);
+  lp += fma(x[7], x[8], x[9]) + fma(x[0], 0.5, 1) + fma(2, x[1], x[2]);
   if (x[6] > 0.5) lp *= 1.5;
   for (int64_t i = 11; i < data.dim; ++i) {
     lp += softplus(x[i]) * x[i - 1] - 0.25 * x[i] * x[i];
@@ -93,7 +94,7 @@ FUSED_HMC_HD int as_int(const fused_hmc::Dual<T, W>& x) { return static_cast<int
 #define FHMC_TEST_BINARY_OPS(X)                                                        \
   X(add, a + b) X(sub, a - b) X(mul, a * b) X(div, a / b) X(pow, pow(a, b))            \
   X(pow_int, pow(a, as_int(b))) X(fmin, fmin(a, b)) X(fmax, fmax(a, b))                \
-  X(log_sum_exp, log_sum_exp(a, b)) X(lt, a < b) X(le, a <= b) X(gt, a > b)            \
+  X(log_sum_exp, log_sum_exp(a, b)) X(fma, fma(a, b, a)) X(lt, a < b) X(le, a <= b) X(gt, a > b)            \
   X(ge, a >= b) X(eq, a == b) X(ne, a != b)
 
 #define FHMC_TEST_ENUM(name, expr) k_##name,
