@@ -187,9 +187,10 @@ class Codegen:
                 return s.cache[key]
         name = self.new_name("t")
         place.lines.append(f"const {CTYPE[kind]} {name} = {e.code};")
-        # a product of two atoms keeps its factors: a sum of it is still an fma (cexpr.add_to)
-        factors = e.factors if e.factors and all(f.atomic for f in e.factors) else None
-        place.cache[key] = Expr(name, kind, factors=factors)
+        # The local forgets that it is a product (Expr.factors): a sum of it stays a mul and an
+        # add. Summing its factors by fma instead repeats them where they are used, x[k] with k a
+        # loop variable too, which spilled diamonds' kernels 8x (ptxas, float64, 16 lanes).
+        place.cache[key] = Expr(name, kind)
         return place.cache[key]
 
     def _constant(self, n, idx) -> Expr:
