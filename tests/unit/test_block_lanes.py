@@ -210,15 +210,17 @@ def _start(chains: int, device: str = "cuda"):
     return (x + 0.5 * sd * noise).to(device), 0.5 * float(sd.min())
 
 
-def _run(target, q0, step_size, **extra):
+def _run(target, q0, step_size, pooled=False, **extra):
     import fused_hmc
 
     # each chain's own step size (0.8 to 1.2 of step_size): with the trajectory jitter the chains
-    # share, the chains of a warp then take different numbers of steps
-    steps = step_size * torch.linspace(0.8, 1.2, q0.shape[0], dtype=torch.float64,
-                                       device=q0.device)
+    # share, the chains of a warp then take different numbers of steps; a pooled warm-up starts
+    # all chains from one step size
+    steps = step_size if pooled else step_size * torch.linspace(
+        0.8, 1.2, q0.shape[0], dtype=torch.float64, device=q0.device)
     return fused_hmc.sample(q0, 10, target=target, seed=35, progress=False, jitter=0.3,
-                            step_size=steps, trajectory_length=6 * step_size, **extra)
+                            step_size=steps, trajectory_length=6 * step_size, pooled=pooled,
+                            **extra)
 
 
 def _assert_same_draws(runs: dict, q0) -> None:
