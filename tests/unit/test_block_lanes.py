@@ -254,9 +254,9 @@ def test_generated_draws_are_bit_identical_for_warp_and_block_lanes():
 @pytest.mark.cuda
 @pytest.mark.slow
 def test_block_lanes_agree_with_the_cpu():
-    """lanes="auto" (256 on CUDA, one thread on the CPU): the same draws to rounding (nvcc
-    contracts the user's arithmetic into FMAs where g++ does not; a lane reading the wrong rows,
-    or a warp's sum lost in shared memory, would differ by O(sd)), the same acceptances."""
+    """lanes="auto" (256 on CUDA, one thread on the CPU): the same draws to rounding (the
+    device's libm rounds exp and log its own way; a lane reading the wrong rows, or a warp's sum
+    lost in shared memory, would differ by O(sd)), the same acceptances."""
     q0, eps = _start(33)
     cuda = _run(targets.rows_target("auto"), q0, eps)
     cpu = _run(targets.rows_target("auto"), q0.cpu(), eps)

@@ -182,8 +182,8 @@ def lanes4(explicit_lanes) -> CppTarget:
 @pytest.mark.cuda
 def test_cuda_chains_over_lanes_agree_with_the_cpu(lanes4):
     """70 chains (a partial last block and warp) of float64, 6 transitions: the same draws to
-    rounding (nvcc contracts the user's arithmetic into FMAs where g++ does not, so bits may
-    differ; a flipped accept decision or a lane reading the wrong rows would differ by O(1)),
+    rounding (the device's libm rounds exp and log its own way, so bits may differ; a flipped
+    accept decision or a lane reading the wrong rows would differ by O(1)),
     the same acceptances and step counts."""
     q0 = _points(70) * 0.3
     out = {}
