@@ -28,7 +28,7 @@ L, EPS = 10, 0.1
 
 
 def kernel_seconds(chains: int, dim: int, transitions: int, repeats: int = 5) -> float:
-    """The sample op alone on N(0, I) (buffers preallocated, no draws kept; the "run_chains" rows):
+    """The sample op alone on N(0, I) (buffers preallocated, no draws kept; the "sample op" rows):
     seconds per call of `transitions`."""
     q = torch.randn(chains, dim, device="cuda")
     mu = torch.zeros(dim, device="cuda")
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--no-jax", action="store_true")
     args = parser.parse_args()
     rows: dict[str, float] = {}
-    rows["fused_hmc run_chains kernel, 1000 transitions"] = kernel_seconds(2048, 64, 1000)
+    rows["fused_hmc sample op kernel, 1000 transitions"] = kernel_seconds(2048, 64, 1000)
     rows["fused_hmc.sample API, 1000 transitions"] = api_seconds(2048, 64, 1000)
     reference = ReferenceModel(64).cuda()
     q = torch.randn(2048, 64, device="cuda")
@@ -83,8 +83,10 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - an anchor that cannot run is reported, not fatal
                 print(f"{name}: not measured ({type(exc).__name__}: {exc})")
     per_transition = {
-        "fused_hmc run_chains, 1,048,576 chains x 64, per transition": kernel_seconds(1 << 20, 64, 20) / 20,
-        "fused_hmc run_chains, 2048 chains x 1024, per transition": kernel_seconds(2048, 1024, 200) / 200,
+        "fused_hmc sample op, 1,048,576 chains x 64, per transition":
+            kernel_seconds(1 << 20, 64, 20) / 20,
+        "fused_hmc sample op, 2048 chains x 1024, per transition":
+            kernel_seconds(2048, 1024, 200) / 200,
     }
     big = torch.randn(1 << 20, 64, device="cuda")
     big_mu = torch.zeros(64, device="cuda")

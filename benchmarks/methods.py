@@ -102,8 +102,8 @@ def _graph(fn, per_call_estimate: float) -> tuple[float, int]:
 
 
 def per_transition(name: str, ctx: Ctx, B: int, d: int, L: int) -> dict:
-    if name == "fused_hmc run_chains":
-        return _run_chains_per_transition(ctx, B, d, L)
+    if name == "fused_hmc sample op":
+        return _sample_op_per_transition(ctx, B, d, L)
     fn, count = _one_call(ctx, name, B, d, L)
     seconds, calls = time_adaptive(fn, ctx.device)
     info = {"inputs_rotated": count}
@@ -115,7 +115,7 @@ def per_transition(name: str, ctx: Ctx, B: int, d: int, L: int) -> dict:
 
 
 class _RunChainsBuffers:
-    """The "fused_hmc run_chains" method: the sample op on N(mu, I), one step size, unit mass, no
+    """The "fused_hmc sample op" method: the sample op on N(mu, I), one step size, unit mass, no
     draws kept (the label is the pre-issue-13 op's, as the recorded results name it)."""
 
     def __init__(self, ctx: Ctx, B: int, d: int):
@@ -137,7 +137,7 @@ class _RunChainsBuffers:
                    num_transitions=T, **self.stats)
 
 
-def _run_chains_per_transition(ctx: Ctx, B: int, d: int, L: int) -> dict:
+def _sample_op_per_transition(ctx: Ctx, B: int, d: int, L: int) -> dict:
     bufs = _RunChainsBuffers(ctx, B, d)
     probe = time_per_call(lambda: bufs.launch(ctx.eps, L, 10), 1, repeats=1, warmup=1,
                           device=ctx.device) / 10
@@ -166,7 +166,7 @@ def run_of(name: str, ctx: Ctx, B: int, d: int, L: int, T: int, compile_mode: st
     dev, eps, mu = ctx.device, ctx.eps, ctx.mu(d)
     q0 = ctx.inputs(B, d)[0]
     timed = lambda fn: time_per_call(fn, 1, repeats=repeats, warmup=1, device=dev)  # noqa: E731
-    if name == "fused_hmc run_chains":
+    if name == "fused_hmc sample op":
         bufs = _RunChainsBuffers(ctx, B, d)
         return {"seconds": timed(lambda: bufs.launch(eps, L, T)), "mode": "one launch"}
     if name == "fused_hmc sample()":

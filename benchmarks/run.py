@@ -29,7 +29,7 @@ from budget import Budget  # noqa: E402
 from recorder import EPS, JAX_ANCHORS, Suite  # noqa: E402
 from timing import copy_bandwidth, gpu_clocks  # noqa: E402
 
-FUSED = ["fused_hmc op, philox", "fused_hmc HMC module, torch mode", "fused_hmc run_chains",
+FUSED = ["fused_hmc op, philox", "fused_hmc HMC module, torch mode", "fused_hmc sample op",
          "fused_hmc philox, CUDA graph"]
 CHEAP_ANCHORS = ["3-launch (randn_like + rand + fused)", "reference eager", "reference CUDA graph"]
 SLOW_ANCHORS = ["JAX lax.scan", "torch.compile default", "BlackJAX vmap+scan",
@@ -105,7 +105,7 @@ def best_compile_mode(suite: Suite) -> str:
 def long_runs(suite: Suite, section) -> None:
     B, d, L, T = (suite.plan[k] for k in "BdLT")
     mode = best_compile_mode(suite)
-    names = ["fused_hmc run_chains", "fused_hmc sample()", "fused_hmc philox, CUDA graph",
+    names = ["fused_hmc sample op", "fused_hmc sample()", "fused_hmc philox, CUDA graph",
              "fused_hmc op, philox", "fused_hmc HMC module, torch mode",
              "3-launch (randn_like + rand + fused)", "reference CUDA graph", "torch.compile",
              "reference eager"]

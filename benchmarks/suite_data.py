@@ -21,23 +21,23 @@ DEFAULT_CEILINGS = {"copy_bytes_per_s": 4.3e12, "sm_count": 132,
 
 # Instructions per element per transition (philox-mode kernel), counted from the source as in
 # benchmarks/results/README.md: Philox4x32-10 ~23, Box-Muller ~20, energy and reduction ~6, each
-# leapfrog step ~2.2 (x += eps p; p -= eps (x - mu)); Welford in float64 ~10 (run_chains only).
+# leapfrog step ~2.2 (x += eps p; p -= eps (x - mu)); Welford in float64 ~10 (the sample op only).
 INSTR_FIXED, INSTR_PER_LEAPFROG, INSTR_WELFORD = 49.0, 2.2, 10.0
 PHILOX_METHODS = ("fused_hmc op, philox", "fused_hmc hmc_step, philox",
-                  "fused_hmc philox, CUDA graph", "fused_hmc run_chains")
+                  "fused_hmc philox, CUDA graph", "fused_hmc sample op")
 
 
 def instructions_per_element(method: str, L: int) -> float:
-    extra = INSTR_WELFORD if method == "fused_hmc run_chains" else 0.0
+    extra = INSTR_WELFORD if method == "fused_hmc sample op" else 0.0
     return INSTR_FIXED + INSTR_PER_LEAPFROG * L + extra
 
 
 def bytes_per_transition(record: dict) -> float:
     """DRAM bytes one transition must move: q in and q_new out (float32) plus the accept flags,
-    for one-transition launches; run_chains keeps the state in registers, so only its launch's
+    for one-transition launches; the sample op keeps the state in registers, so only its launch's
     q in/out and float64 mean/m2 in/out, spread over the launch's transitions."""
     B, d = record["B"], record["d"]
-    if record["method"] == "fused_hmc run_chains":
+    if record["method"] == "fused_hmc sample op":
         return (8 + 32) * B * d / record.get("transitions_per_launch", 1000) + 16 * B
     return 8 * B * d + B
 
@@ -135,7 +135,7 @@ def legacy() -> dict:
             add("per_transition", name, seconds, B=1, d=1, L=0)
         elif name in names:
             add("per_transition", names[name], seconds, B=B)
-    runs = {"fused_hmc run_chains kernel": "fused_hmc run_chains",
+    runs = {"fused_hmc sample op kernel": "fused_hmc sample op",
             "fused_hmc.sample API": "fused_hmc sample()",
             "reference eager": "reference eager",
             "reference torch.compile default": "torch.compile default",
@@ -144,14 +144,14 @@ def legacy() -> dict:
     for name, seconds in long["seconds_1000_transitions_2048x64"].items():
         method = runs[name.removesuffix(", 1000 transitions")]
         add("run", method, seconds, transitions=1000)
-        if method in ("fused_hmc run_chains", "JAX lax.scan", "BlackJAX vmap+scan"):
+        if method in ("fused_hmc sample op", "JAX lax.scan", "BlackJAX vmap+scan"):
             add("per_transition", method, seconds / 1000, transitions_per_launch=1000)
     per = long["seconds_per_transition"]
-    add("per_transition", "fused_hmc run_chains",
-        per["fused_hmc run_chains, 1,048,576 chains x 64, per transition"], B=2**20,
+    add("per_transition", "fused_hmc sample op",
+        per["fused_hmc sample op, 1,048,576 chains x 64, per transition"], B=2**20,
         transitions_per_launch=20)
-    add("per_transition", "fused_hmc run_chains",
-        per["fused_hmc run_chains, 2048 chains x 1024, per transition"], d=1024,
+    add("per_transition", "fused_hmc sample op",
+        per["fused_hmc sample op, 2048 chains x 1024, per transition"], d=1024,
         transitions_per_launch=200)
     env = one["environment"]
     env["command"] = f"{one['environment']['command']}; {long['environment']['command']}"
