@@ -63,6 +63,18 @@ def add_to(target: str, e: Expr, kind: str) -> str:
     return f"{target} += {e.code};"
 
 
+_FIXED_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?\Z")
+
+
+def fixed_factors(e: Expr) -> bool:
+    """Whether a local bound to e may still be summed as fma of e's factors (add_to): each factor
+    is a number read from the data, or a per-chain name or entry at a fixed index (x[3]). A
+    per-chain entry under a loop variable (x[k]) is not: repeating it at each use spilled
+    diamonds' kernels 8x (ptxas, float64, 16 lanes; benchmarks/results/fmad/)."""
+    return e.factors is not None and all(
+        (f.kind == "S" and f.atomic) or _FIXED_ATOM.match(f.code) is not None for f in e.factors)
+
+
 def paren(e: Expr) -> str:
     return e.code if e.atomic else f"({e.code})"
 

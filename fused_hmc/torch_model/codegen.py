@@ -29,7 +29,7 @@ import torch
 import torch.fx
 
 from . import ops
-from .cexpr import CTYPE, Expr, add_to, as_kind, flat, literal, loop_vars, paren
+from .cexpr import CTYPE, Expr, add_to, as_kind, fixed_factors, flat, literal, loop_vars, paren
 from .rows import refuse_nested, refuse_row_loop, row_degrees
 from .trace import Traced, TorchModelError, op_name
 from .varying import Varying, canonical
@@ -187,10 +187,7 @@ class Codegen:
                 return s.cache[key]
         name = self.new_name("t")
         place.lines.append(f"const {CTYPE[kind]} {name} = {e.code};")
-        # The local forgets that it is a product (Expr.factors): a sum of it stays a mul and an
-        # add. Summing its factors by fma instead repeats them where they are used, x[k] with k a
-        # loop variable too, which spilled diamonds' kernels 8x (ptxas, float64, 16 lanes).
-        place.cache[key] = Expr(name, kind)
+        place.cache[key] = Expr(name, kind, factors=e.factors if fixed_factors(e) else None)
         return place.cache[key]
 
     def _constant(self, n, idx) -> Expr:

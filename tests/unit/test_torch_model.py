@@ -180,6 +180,32 @@ def test_data_length_values_are_never_stored_and_share_one_loop():
     assert (offset - offset[0]).abs().max() < 1e-9
 
 
+def test_the_row_loops_dot_products_are_fused_multiply_adds():
+    """Logistic regression's eta_i = X_i . beta and gradient X^T r: each term of the row loop's
+    dot products is one fma (docs/TORCH_MODEL_COMPILER.md: users' modules are compiled without
+    contraction), and the host build still matches autograd."""
+    library = fused_hmc.models.logistic_regression(n=300, k=5)
+    form = library.torch_form()
+    model = TorchModel(form.fn, form.params, data=form.data, lanes=1)
+    gradient_fn = model.generated_source.split("log_density_and_gradient")[1]
+    row_loop = gradient_fn.split("< 300;")[1]
+    fused = [line for line in row_loop.splitlines() if "= fma(" in line]
+    assert len(fused) >= 2 * (5 - 1), fused  # eta's products and the gradient's, at least
+    assert not any("+= " in line and " * " in line for line in row_loop.splitlines())
+    x = points(model, 4)
+    assert_matches(model, *host(model).log_density_and_gradient(x), x)
+
+
+def test_add_to_fuses_products_of_numbers_only():
+    from fused_hmc.torch_model.cexpr import Expr, add_to
+    from fused_hmc.torch_model.ops import _mul
+
+    x, w = Expr("x[0]", "T"), Expr("data.w[i]", "S")
+    assert add_to("a", _mul(x, w, "T"), "T") == "a = fma(x[0], T(data.w[i]), a);"
+    assert add_to("a", Expr("x[0] + x[1]", "T"), "T") == "a += x[0] + x[1];"
+    assert add_to("n", _mul(Expr("i", "i"), Expr("j", "i"), "i"), "i") == "n += i * j;"
+
+
 # -- random compositions (hypothesis) ---------------------------------------------------------------
 
 UNARY = {
