@@ -29,7 +29,7 @@ import torch
 import torch.fx
 
 from . import ops
-from .cexpr import CTYPE, Expr, add_to, as_kind, fixed_factors, flat, literal, loop_vars, paren
+from .cexpr import CTYPE, Expr, as_kind, fixed_factors, flat, literal, loop_vars, paren
 from .rows import refuse_nested, refuse_row_loop, row_degrees
 from .trace import Traced, TorchModelError, op_name
 from .varying import Varying, canonical
@@ -386,14 +386,7 @@ class Codegen:
         shape, kind = self.shape(n), self.kind(n)
         for o, e in acc.contributions(d, scope):
             target = name if numel(shape) == 1 else f"{name}[{flat(o, shape)}]"
-            e = as_kind(e, kind)
-            if acc.combine == "+":
-                scope.lines.append(add_to(target, e, kind))
-            elif acc.combine == "*":
-                scope.lines.append(f"{target} *= {e.code};")
-            else:
-                op = ">" if acc.combine == "max" else "<"
-                scope.lines.append(ops._extremum_update(target, e, op, kind))
+            scope.lines.append(ops.combine_into(target, as_kind(e, kind), acc.combine, kind))
 
     def _accumulate_small(self, n, acc: Accumulation) -> None:
         name = self._init_accumulator(n, acc)

@@ -623,20 +623,19 @@ def reduce_inline(cg, scope, extents, term, combine, kind):
     scope.lines.append(f"{CTYPE[kind]} {acc} = {start.code};")
 
     def body(r, s):
-        e = as_kind(term(r, s), kind)
-        if combine == "+":
-            s.lines.append(add_to(acc, e, kind))
-        elif combine == "*":
-            s.lines.append(f"{acc} *= {e.code};")
-        else:
-            op = ">" if combine == "max" else "<"
-            s.lines.append(_extremum_update(acc, e, op, kind))
+        s.lines.append(combine_into(acc, as_kind(term(r, s), kind), combine, kind))
     cg.for_each(extents, scope, body)
     return Expr(acc, kind)
 
 
-def _extremum_update(acc: str, e: Expr, op: str, kind: str) -> str:
-    """acc = e where e op acc (a max or min reduction's step), lane by lane per chain."""
+def combine_into(acc: str, e: Expr, combine: str, kind: str) -> str:
+    """One step of a reduction by combine ("+", "*", "max", "min"): acc += e (an fma where e is a
+    product, cexpr.add_to), acc *= e, or acc = e where e beats acc, lane by lane per chain."""
+    if combine == "+":
+        return add_to(acc, e, kind)
+    if combine == "*":
+        return f"{acc} *= {e.code};"
+    op = ">" if combine == "max" else "<"
     if kind in PER_CHAIN:
         return f"{acc} = where({paren(e)} {op} {acc}, {CTYPE[kind]}({e.code}), {acc});"
     return f"{acc} = ({e.code} {op} {acc}) ? {CTYPE[kind]}({e.code}) : {acc};"

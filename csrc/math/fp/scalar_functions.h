@@ -144,8 +144,8 @@ FHMC_HD binary_result_t<A, B> fmax(A a, B b) {
 // fma(a, b, c): a * b + c rounded once, the IEEE fused multiply-add, on the host and the device
 // alike. Users' models are compiled without contraction (docs/TARGETS.md), so this is how their
 // multiply-adds (a dot product's, a residual's) reach the FMA units.
-template <class A, class B, class C,
-          if_arithmetic2_t<binary_result_t<A, B>, C> = 0, if_arithmetic2_t<A, B> = 0>
+template <class A, class B, class C, if_arithmetic2_t<A, B> = 0,
+          if_arithmetic2_t<binary_result_t<A, B>, C> = 0>
 FHMC_HD binary_result_t<binary_result_t<A, B>, C> fma(A a, B b, C c) {
   using R = binary_result_t<binary_result_t<A, B>, C>;
   return fma_any(static_cast<R>(a), static_cast<R>(b), static_cast<R>(c));
