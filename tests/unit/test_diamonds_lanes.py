@@ -5,9 +5,9 @@ The library's diamonds (5,000 rows, 26 parameters, the hand-written gradient, fl
 seed gives the same draws bit for bit for lanes 1, 2, 4, 8, 16, 32 and "auto", sampling with
 jittered trajectories (the chains of a warp take different numbers of steps); and with
 lanes="auto", a run split over two calls (chain_offset) and resumed from a result, where "auto"
-picks other lanes for the halves, gives the run's draws bit for bit. The acceptance
-probabilities, and so a warm-up, still differ in the last bits (a strict xfail below: it fails
-once that is fixed, to be made a plain test).
+picks other lanes for the halves, gives the run's draws bit for bit. So do the acceptance
+probabilities, and so a per-chain warm-up, which adapts the step size from them (the model's
+sums of products are written as fma, which no compiler contracts otherwise: docs/LANES.md).
 """
 from __future__ import annotations
 
@@ -65,10 +65,6 @@ def test_draws_are_bit_identical_for_every_lanes():
     _assert_identical(_every_lanes(q0), q0, every_bit=False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35, open: the acceptance probabilities still differ "
-                   "in the last bits between lanes (H200: lanes 8 against 1 after 12 transitions), "
-                   "so a warm-up, which adapts the step size from them, drifts (per-chain, pooled "
-                   "and step-size-only alike), while the draws of sampling are bit-identical")
 def test_acceptance_probabilities_and_warm_up_are_bit_identical_for_every_lanes():
     """Every bit: the mean acceptance probabilities, and 30 per-chain warm-up transitions."""
     q0 = _start(70)
