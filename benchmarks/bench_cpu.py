@@ -9,7 +9,8 @@
 2. Eight schools (posteriordb's non-centred form) and logistic regression (German-credit shape)
    from fused_hmc.models, --chains chains, 1000 warm-up + 1000 draws: fused_hmc (the model's
    CppTarget, hand-written gradient, jitter 0.2, float32, torch's default threads; per-chain
-   warm-up with L = 8, and ChEES with the pooled dense mass) against NumPyro's vectorized NUTS on the CPU (bench_cpu_numpyro.py, in the
+   warm-up with L = 8, per-chain warm-up with ChEES's trajectory length, and ChEES with the pooled
+   dense mass) against NumPyro's vectorized NUTS on the CPU (bench_cpu_numpyro.py, in the
    interpreter --numpyro-python names: jax and numpyro are not this project's dependencies), from
    the same starts. Both ESS figures are arviz-stats' bulk ESS (the smallest over the reported
    parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
@@ -118,10 +119,12 @@ def _row(model, positions: np.ndarray, wall: float) -> dict:
             "means": x.reshape(-1, x.shape[-1]).mean(0).tolist()}
 
 
-# fused_hmc's configurations: the issue's (per-chain warm-up, 8 leapfrog steps), and the one that
-# adapts its trajectory as NUTS does (ChEES, which pools the warm-up, with the pooled dense mass).
+# fused_hmc's configurations: the issue's (per-chain warm-up, 8 leapfrog steps); the per-chain
+# warm-up adapting its trajectory as NUTS does (each chain its own step size and diagonal mass,
+# one ChEES trajectory length for all); and ChEES pooled with the pooled dense mass.
 FUSED_CONFIGS = {
     "fused_hmc": dict(pooled=False, num_leapfrog_steps=8),
+    "fused_hmc_per_chain_chees": dict(pooled=False, adapt_trajectory_length=True),
     "fused_hmc_chees_dense": dict(adapt_trajectory_length=True, mass_matrix="dense"),
 }
 

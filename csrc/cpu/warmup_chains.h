@@ -3,9 +3,11 @@
 // state (math/chain_params.h's pools_chains) pools every chain: transitions run one at a time over
 // all chains in parallel, then the mean acceptance statistic feeds the one dual averaging (and
 // ChEES's statistics its trajectory length), and at a slow window's end the chains' window moments
-// pool into one inverse mass, all inside the call (no host round trip per transition). Pooled sums
-// run over the chain index in chunk_sum.h's pairwise order, so the result depends on neither the
-// thread count nor the backend.
+// pool into one inverse mass, all inside the call (no host round trip per transition). ChEES with
+// per-chain adaptation (G = B) runs in the same lock step: each chain's statistic feeds its own
+// dual averaging and its window its own inverse mass, and every chain's trajectory the one T.
+// Pooled sums run over the chain index in chunk_sum.h's pairwise order, so the result depends on
+// neither the thread count nor the backend.
 #pragma once
 
 #include <algorithm>
@@ -151,9 +153,15 @@ class Warmup {
                                 c_.step_size[g]);
   }
 
-  // ChEES's update after transition t of every chain (after the step size's).
+  // ChEES's update after transition t of every chain (after the step sizes'). T's clip takes the
+  // next step size: the pooled one, or the median of the chains' own.
   void adapt_trajectory_length(ChEESStatistics<scalar_t>& chees) const {
-    chees.update(*p_.chees, c_.step_size[0], c_.num_steps);
+    double next_step_size = c_.step_size[0];
+    if (c_.groups != 1) {
+      std::vector<double> sizes(c_.step_size, c_.step_size + c_.groups);
+      next_step_size = median_of(sizes);
+    }
+    chees.update(*p_.chees, next_step_size, c_.num_steps);
   }
 
   bool ends_window(int64_t t) const {
@@ -342,8 +350,9 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
       });
 }
 
-// Chains b .. b + W - 1's pooled warm-up transition t as a pack: each chain from its carried force
-// (forces) with the shared step size and inverse mass, tallied as warmup.transition tallies it.
+// Chains b .. b + W - 1's lock-step warm-up transition t as a pack: each chain from its carried
+// force (forces) with its group's step size and inverse mass (the shared ones when pooled),
+// tallied as warmup.transition tallies it.
 template <class Target, class Packed, typename scalar_t = typename Target::Scalar>
 void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
                             const ChainBatch<scalar_t>& c, int64_t b, int64_t t,
@@ -358,8 +367,9 @@ void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
   simd::PackTrajectoryRecord<W> record{};
   for (int l = 0; l < W; ++l) {
     carries[l] = forces.of(b + l, t > c.first_transition);
-    step_size[l] = c.step_size[0];
-    mass[l] = c.inv_mass;
+    const int64_t g = c.groups == 1 ? 0 : b + l;
+    step_size[l] = c.step_size[g];
+    mass[l] = c.inv_mass + g * mass_stride(c);
     if (chees != nullptr) record.lanes[l] = chees->rows_of(b + l);
   }
   pack.start(c, b);
@@ -374,10 +384,15 @@ void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
   }
 }
 
+// Transitions one at a time over every chain: the pooled warm-up (G = 1), or ChEES with per-chain
+// step sizes and inverse masses (G = B).
 template <class Target, class Packed = NoPack>
-void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Target::Scalar>& c,
-                   bool adapt_trajectory_length, const Packed& packed = Packed{}) {
+void warmup_in_lock_step(const Warmup<Target>& warmup,
+                         const ChainBatch<typename Target::Scalar>& c, bool adapt_trajectory_length,
+                         const Packed& packed = Packed{}) {
   using scalar_t = typename Target::Scalar;
+  const bool pooled = c.groups == 1;
+  TrajectoryArrays<scalar_t> own_window(c.dim, c.dense_mass);  // a chain's window end's scratch
   std::vector<double> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
@@ -401,11 +416,21 @@ void warmup_pooled(const Warmup<Target>& warmup, const ChainBatch<typename Targe
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
       block = timed_block_size(c.batch, block, took.count());
     }
-    PairwiseChunkSum<double> sum;
-    for (const double a : accept_stats) sum.add(a);
-    warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));
+    if (pooled) {
+      PairwiseChunkSum<double> sum;
+      for (const double a : accept_stats) sum.add(a);
+      warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));
+    } else {
+      for (int64_t b = 0; b < c.batch; ++b) warmup.adapt_step_size(b, t, accept_stats[b]);
+    }
     if (chees) warmup.adapt_trajectory_length(*chees);
-    if (warmup.ends_window(t)) warmup.update_pooled_inverse_mass(t);
+    if (warmup.ends_window(t)) {
+      if (pooled) {
+        warmup.update_pooled_inverse_mass(t);
+      } else {
+        for (int64_t b = 0; b < c.batch; ++b) warmup.update_own_inverse_mass(b, t, own_window);
+      }
+    }
   }
 }
 
@@ -413,8 +438,8 @@ template <class Target, class Packed = NoPack, typename scalar_t = typename Targ
 void warmup(const Target& target, const WarmupParams<scalar_t>& p,
             const Packed& packed = Packed{}) {
   const Warmup<Target> w(target, p);
-  if (pools_chains(p)) {
-    warmup_pooled(w, p.chains, p.chees != nullptr, packed);
+  if (pools_chains(p) || p.chees != nullptr) {
+    warmup_in_lock_step(w, p.chains, p.chees != nullptr, packed);
   } else {
     warmup_per_chain(w, p.chains, packed);
   }

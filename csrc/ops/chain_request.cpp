@@ -252,9 +252,12 @@ WarmupRequest warmup_request(const OpArguments& a) {
   }
   check_chain_buffer(q, r.window_mean, "window_mean", mean_shape, at::kDouble, true);
   check_chain_buffer(q, r.window_m2, "window_m2", m2_shape, at::kDouble, true);
-  FHMC_CHECK_VALUE(!c.chees || c.step_size.size(0) == 1,
-                   "chees adapts one trajectory length from every chain: step_size must be [1] "
-                   "(the pooled warm-up), got ", c.step_size.sizes());
+  // chees with step_size [B]: one trajectory length from every chain, each chain's own step size
+  // and inverse mass (the CPU build's lock-step per-chain warm-up, cpu/warmup_chains.h).
+  FHMC_CHECK_VALUE(!c.chees || c.step_size.size(0) == 1 || !q.is_cuda(),
+                   "chees with per-chain step sizes (step_size [B]) runs on the CPU only for now: "
+                   "on CUDA, chees adapts with the pooled warm-up (step_size [1]), got ",
+                   c.step_size.sizes());
   return r;
 }
 

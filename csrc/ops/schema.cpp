@@ -92,12 +92,14 @@ TORCH_LIBRARY(fused_hmc, m) {
   // gradient_mass_estimate (CPU only): step 3's estimate comes from the draws and the gradients of
   // the log density at them (math/hmc/gradient_mass.h), whose moments follow the draws' in
   // window_mean [2, B, d] and window_m2 [2, B, d] (dense: [2, B, d, d]).
-  // chees [8] float64, adapted by a warm-up with G = 1: the ChEES state [T, moving average of
-  // log T, Adam m, Adam v, beta1^k, beta2^k, k, 0], the caller sets [T0, 0, 0, 0, 1, 1, 0, 0];
-  // each transition runs with T = chees[0] (trajectory_length unused) and then updates it from
-  // every chain's ChEES gradient (after the step size's update, so chees[0] is clipped to
-  // [eps', num_leapfrog_steps eps'] with the next step size eps'). Splitting a warm-up into calls,
-  // or running chains 0..B-1 in parts (not a pooled warm-up), changes no bit.
+  // chees [8] float64: the ChEES state [T, moving average of log T, Adam m, Adam v, beta1^k,
+  // beta2^k, k, 0], the caller sets [T0, 0, 0, 0, 1, 1, 0, 0]; each transition runs with
+  // T = chees[0] (trajectory_length unused) and then updates it from every chain's ChEES gradient
+  // (after the step sizes' updates, so chees[0] is clipped to [eps', num_leapfrog_steps eps'] with
+  // eps' the next step size, or with G = B (CPU only) the median of the chains' next step sizes).
+  // With G = B each chain adapts its own step size and inverse mass, in lock step with the others
+  // (one T for all). Splitting a warm-up into calls, or running chains 0..B-1 in parts (neither a
+  // pooled warm-up nor chees), changes no bit.
   m.def(
       "warmup(Tensor(a!) q, str target, Tensor[] target_tensors, float[] target_scalars, "
       "Tensor(b!) step_size, Tensor(c!) inv_mass, float jitter, int num_leapfrog_steps, int seed, "

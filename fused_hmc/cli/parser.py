@@ -118,16 +118,17 @@ def _add_sample_parser(sub) -> None:
     flag("--target-accept", type=real(0, 1), default=None,
          help="average acceptance statistic the warm-up aims for (default: 0.8; 0.651, the "
               "ChEES paper's, with --adapt-trajectory-length)")
-    flag("--pooled", action="store_true",
-         help="warm-up adapts one step size and inverse mass for all chains (else per chain)")
+    flag("--pooled", action=argparse.BooleanOptionalAction, default=None,
+         help="warm-up adapts one step size and inverse mass for all chains, or one per chain "
+              "(default: per chain, or pooled with --adapt-trajectory-length)")
     flag("--adapt-step-size", action=argparse.BooleanOptionalAction, default=True,
          help="whether warm-up adapts the step size")
     flag("--adapt-mass-matrix", action=argparse.BooleanOptionalAction, default=True,
          help="whether warm-up adapts the diagonal inverse mass")
     flag("--adapt-trajectory-length", action="store_true",
          help="warm-up also adapts one trajectory length T for all chains by ChEES (Hoffman, "
-              "Radul & Sountsov 2021), pooled with the step size and inverse mass (implies "
-              "--pooled); each transition then runs ceil(w T / eps) leapfrog steps, w ~ U[0, 1) "
+              "Radul & Sountsov 2021), pooled with the step size and inverse mass (with "
+              "--no-pooled, on the CPU: beside each chain's own); each transition then runs ceil(w T / eps) leapfrog steps, w ~ U[0, 1) "
               "from the chain's stream, at most --max-leapfrog-steps")
     flag("--max-leapfrog-steps", type=integer(1, 2**31 - 1), default=1000,
          help="the most leapfrog steps a transition runs with --adapt-trajectory-length")

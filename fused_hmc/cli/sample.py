@@ -18,7 +18,7 @@ def sampler_options(args: argparse.Namespace, target) -> dict:
     return dict(step_size=args.step_size, num_leapfrog_steps=args.leapfrog, thin=args.thin,
                 seed=args.seed, target=target, num_warmup=args.warmup,
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
-                adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled or None,
+                adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled,
                 jitter=args.jitter, mass_matrix=args.mass_matrix,
                 mass_estimator=args.mass_estimator, adapt_windows=tuple(args.adapt_windows),
                 superchains=args.superchains,

@@ -186,6 +186,15 @@ def check_mass_estimator(warmup, chains: Chains) -> None:
                          f"{chains.device}: use mass_estimator='draws'")
 
 
+def check_per_chain_chees(warmup, chains: Chains) -> None:
+    """ChEES with per-chain step sizes (pooled=False) runs on the CPU only for now: on CUDA ChEES
+    runs inside the pooled warm-up's kernel, which holds one step size."""
+    if warmup.adapt_trajectory_length and not warmup.pooled and chains.device.type != "cpu":
+        raise ValueError("adapt_trajectory_length=True with pooled=False (per-chain step sizes) "
+                         f"runs on the CPU only for now; q0 is on {chains.device}: pass "
+                         "pooled=True (or leave pooled unset)")
+
+
 def check_dense_inverse_mass(inverse_mass, chains: Chains) -> torch.Tensor:
     """A dense inverse mass: [dim, dim] (shared) or [chains, dim, dim] (per chain), symmetric
     positive definite, in the chains' dtype (symmetrised, as its lower triangle is what counts)."""

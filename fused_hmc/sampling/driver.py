@@ -89,11 +89,12 @@ class Sampler:
             so a few chains far from the rest cannot inflate it. Needs a scalar step_size and an
             inverse_mass of shape [dim] (or None). Per-chain dual averaging ends above target_accept after a short final run (see
             :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True. Default None:
-            True with adapt_trajectory_length (which needs it), else False.
+            True with adapt_trajectory_length, else False.
         adapt_trajectory_length: warm-up also adapts one trajectory length T for all chains by
-            ChEES (Hoffman, Radul & Sountsov 2021; BlackJAX's chees_adaptation), pooled inside
-            the kernel with the step size and diagonal inverse mass (so not with pooled=False);
-            each transition then runs min(max_leapfrog_steps, max(1, ceil(w T / eps))) leapfrog
+            ChEES (Hoffman, Radul & Sountsov 2021; BlackJAX's chees_adaptation), inside the
+            kernel, with the pooled step size and inverse mass; with pooled=False (the CPU only,
+            one process) each chain adapts its own step size and inverse mass beside the one T,
+            and T's clip uses the median step size. Each transition then runs min(max_leapfrog_steps, max(1, ceil(w T / eps))) leapfrog
             steps, w ~ U[0, 1) from the chain's philox stream, in warm-up and sampling alike,
             starting from T0 = num_leapfrog_steps * step_size. Needs num_warmup > 0. See
             :mod:`fused_hmc.sampling.warmup`; the result reports T (``trajectory_length``) and
@@ -166,6 +167,11 @@ class Sampler:
         if self._group is not None and settings.warmup.mass_estimator == "gradients":
             raise ValueError("mass_estimator='gradients' runs in one process for now: pass no "
                              "process_group, or mass_estimator='draws'")
+        w = settings.warmup
+        if self._group is not None and w.adapt_trajectory_length and not w.pooled:
+            raise ValueError("adapt_trajectory_length=True with pooled=False runs in one process "
+                             "for now (its trajectory length comes from every chain): pass no "
+                             "process_group, or pooled=True")
         self.superchains = settings.superchains
         if self.superchains is not None:
             self._q = superchain_starts(self._q, self.superchains)

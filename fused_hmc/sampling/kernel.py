@@ -127,7 +127,7 @@ class ChainKernel:
         chees = None
         if settings.adapt_trajectory_length:  # [T0, 0, 0, 0, 1, 1, 0, 0]: the op's initial state
             chees = torch.tensor([0, 0, 0, 0, 1, 1, 0, 0], **f64)
-            chees[0] = step[0] * num_leapfrog_steps
+            chees[0] = step.median() * num_leapfrog_steps  # per chain: the median step size
         self.fixed_length = trajectory_length
         self.max_leapfrog_steps = max_leapfrog_steps
         self._sampling_length = None  # ChEES's T, read once from the device when sampling starts

@@ -16,8 +16,8 @@ import torch
 from .._limits import LIMITS, STAN_WINDOWS
 from .arguments import (Chains, check_flag, check_inverse_mass, check_jitter,
                         check_mass_estimator, check_mass_matrix, check_mu, check_path,
-                        check_pooled, check_seconds, check_step_size, check_step_size_fits,
-                        check_target, check_trajectory, count)
+                        check_per_chain_chees, check_pooled, check_seconds, check_step_size,
+                        check_step_size_fits, check_target, check_trajectory, count)
 from .superchains import check_superchains
 from .warmup import WarmupSettings
 
@@ -149,6 +149,7 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
                             o.adapt_mass_matrix, o.pooled, o.adapt_windows,
                             o.adapt_trajectory_length, o.mass_estimator)
     check_mass_estimator(warmup, chains)
+    check_per_chain_chees(warmup, chains)
     trajectory_length, max_leapfrog_steps = check_trajectory(
         o.trajectory_length, o.max_leapfrog_steps, num_leapfrog_steps, warmup)
     jitter = check_jitter(o.jitter)

@@ -76,9 +76,11 @@ at the next step size. The clip bounds the transitions' T, not the average: afte
 the restarted dual averaging runs one transition at about 10x the step size, and a clipped T fed
 back into the average kicked log T up at every window's end, past the criterion's first minimum
 (docs/FAR_STARTS.md). Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with
-the final T (its jitter too). The pooled criterion needs one step size and one inverse mass for all chains, so ChEES
-implies ``pooled=True``; its default ``target_accept`` is the paper's 0.651 (Beskos et al.'s
-optimum, above). On a Gaussian with the mass adapted the criterion peaks at T = 2.2467 (in the
+the final T (its jitter too). ChEES defaults to ``pooled=True``. With ``pooled=False`` (the CPU
+only, in one process) each chain adapts its own step size and inverse mass as in a per-chain
+warm-up while T comes from every chain, so the chains run in lock step, one transition at a time,
+and each runs ceil(w T / eps_b) steps at its own eps_b; T's clip uses the chains' median step size.
+Its default ``target_accept`` is the paper's 0.651 (Beskos et al.'s optimum, above). On a Gaussian with the mass adapted the criterion peaks at T = 2.2467 (in the
 preconditioned scale; tests/unit/test_chees.py derives it).
 """
 from __future__ import annotations
@@ -104,7 +106,8 @@ class WarmupSettings:
     statistics) instead of one per chain (None: True with adapt_trajectory_length, else False);
     windows: (init_buffer, base_window, term_buffer), Stan's (75, 25, 50);
     adapt_trajectory_length: ChEES adapts one trajectory length for all chains (needs
-    num_warmup > 0 and the pooled warm-up); mass_estimator: "draws" (Stan's: the window draws'
+    num_warmup > 0); with pooled=False each chain still adapts its own step size and inverse
+    mass, in lock step with the others (the CPU only); mass_estimator: "draws" (Stan's: the window draws'
     variances or covariance) or "gradients" (nutpie's: from the draws and the gradients of the
     log density at them, csrc/math/hmc/gradient_mass.h; the CPU only)."""
 
@@ -124,10 +127,6 @@ class WarmupSettings:
         chees = self.adapt_trajectory_length
         if not isinstance(chees, bool):
             raise TypeError(f"adapt_trajectory_length must be True or False, got {chees!r}")
-        if chees and self.pooled is False:
-            raise ValueError("adapt_trajectory_length=True adapts one trajectory length, step "
-                             "size and inverse mass for all chains (the pooled warm-up): it "
-                             "cannot go with pooled=False (per-chain adaptation)")
         if chees and n == 0:
             raise ValueError("adapt_trajectory_length=True adapts the trajectory length during "
                              "warm-up: give num_warmup > 0")

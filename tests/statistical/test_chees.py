@@ -180,12 +180,13 @@ def _exact_reference(mean: torch.Tensor, scale: torch.Tensor) -> Reference:
                      sq_mean=mean ** 2 + scale ** 2, num_draws=10 ** 18)
 
 
-def _gaussian_moments(device, chains: int, draws: int, dim: int):
+def _gaussian_moments(device, chains: int, draws: int, dim: int, **extra):
     mean = torch.linspace(-3, 3, dim, dtype=torch.float64)
     scale = torch.logspace(-2, 2, dim, dtype=torch.float64)  # condition number 1e8
     q0 = torch.randn(chains, dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     res = fused_hmc.sample(q0.to(device), draws, target=DiagonalGaussian(mean, scale),
-                           num_warmup=1000, adapt_trajectory_length=True, seed=21, progress=False)
+                           num_warmup=1000, adapt_trajectory_length=True, seed=21, progress=False,
+                           **extra)
     report = compare_draws(res.samples.cpu(), _exact_reference(mean, scale), alpha=1e-6)
     report.raise_if_failed()
     return res
@@ -201,12 +202,21 @@ def test_moments_of_an_ill_conditioned_gaussian_after_chees():
     assert eps <= res.trajectory_length <= 1000 * eps
 
 
-def test_eight_schools_with_chees_matches_posteriordb_on_cpu():
-    """Eight schools (non-centred, dual-number gradients) with ChEES: 128 chains x 500 draws after
-    500 warm-up, posteriordb's rule (test_posteriordb.py)."""
+def test_moments_of_an_ill_conditioned_gaussian_after_per_chain_chees():
+    """The same with pooled=False: each chain's own step size and inverse mass, one T."""
+    res = _gaussian_moments("cpu", 128, 500, 8, pooled=False)
+    eps = res.step_size.median().item()
+    assert eps <= res.trajectory_length <= 1000 * eps
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_eight_schools_with_chees_matches_posteriordb_on_cpu(pooled):
+    """Eight schools (non-centred, dual-number gradients) with ChEES, pooled or each chain its
+    own step size and inverse mass: 128 chains x 500 draws after 500 warm-up, posteriordb's rule
+    (test_posteriordb.py)."""
     model = models.eight_schools()
     q0 = model.initial_point(128, generator=torch.Generator().manual_seed(20261201))
-    res = fused_hmc.sample(q0, 500, target=model.target(), num_warmup=500,
+    res = fused_hmc.sample(q0, 500, target=model.target(), num_warmup=500, pooled=pooled,
                            adapt_trajectory_length=True, seed=11, progress=False)
     compare_draws(model.constrained_values(res.samples.double()), model.posteriordb,
                   alpha=1e-6).raise_if_failed()

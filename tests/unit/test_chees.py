@@ -153,7 +153,6 @@ def test_summary_and_cli_report_the_trajectory_and_its_cost(capsys):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(pooled=False), ValueError, "pooled=False"),
     (dict(num_warmup=0), ValueError, "num_warmup > 0"),
     (dict(adapt_trajectory_length="yes"), TypeError, "adapt_trajectory_length must be"),
     (dict(max_leapfrog_steps=0), ValueError, "max_leapfrog_steps must be >= 1"),
@@ -169,6 +168,31 @@ def test_summary_and_cli_report_the_trajectory_and_its_cost(capsys):
 def test_bad_chees_input_is_named(kwargs, error, match):
     with pytest.raises(error, match=match):
         _run(_q0(), 4, **(CHEES | kwargs))
+
+
+def test_per_chain_chees_adapts_each_chains_step_size_beside_one_length():
+    """pooled=False: every chain its own step size and inverse mass, one T for all (reported as
+    the result's trajectory_length), reproducible and unchanged by the chunking; a per-chain
+    step_size and inverse_mass are accepted as starts."""
+    q0 = _q0(chains=9)
+    run = CHEES | dict(pooled=False)
+    one_call = _run(q0, 20, chunk_size=80, **run)
+    assert_results_equal(_run(q0, 20, chunk_size=7, **run), one_call)
+    assert one_call.step_size.shape == (9,) and len(set(one_call.step_size.tolist())) == 9
+    assert one_call.inverse_mass.shape == (9, 4)
+    eps = one_call.step_size.median().item()
+    assert 0.5 * eps < one_call.trajectory_length <= 1000 * one_call.step_size.max().item()
+    starts = _run(q0, 5, **(run | dict(step_size=torch.full((9,), 0.05),
+                                       inverse_mass=torch.ones(9, 4))))
+    assert starts.trajectory_length is not None
+
+
+@pytest.mark.cuda
+def test_per_chain_chees_is_refused_on_cuda():
+    """The CUDA kernels run ChEES inside the pooled warm-up only (over ranks:
+    test_distributed.py)."""
+    with pytest.raises(ValueError, match="pooled=False .* runs on the CPU only"):
+        _run(_q0().cuda(), 4, **(CHEES | dict(pooled=False)))
 
 
 @pytest.mark.parametrize("length", [0.0, -1.0, math.nan, math.inf, True, "1"])

@@ -79,13 +79,15 @@ def test_chain_blocks_run_every_chain_once(batch, block, threads):
 
 
 @pytest.mark.parametrize("mass_matrix", ["diagonal", "dense"])
-@pytest.mark.parametrize("pooled", [False, True], ids=["per_chain", "pooled"])
-def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled, mass_matrix):
+@pytest.mark.parametrize("pooled, chees", [(False, False), (True, True), (False, True)],
+                         ids=["per_chain", "pooled_chees", "per_chain_chees"])
+def test_gaussian_chain_ops_are_bitwise_the_same_on_1_2_3_threads(pooled, chees, mass_matrix):
     g = torch.Generator().manual_seed(33)
     q0 = 3.0 * torch.randn(97, 6, generator=g, dtype=torch.float32)
     mu = torch.linspace(-1.0, 1.0, 6)
-    # ChEES (pooled only) adds its per-chain records and their fixed-order reduction
-    extra = dict(adapt_trajectory_length=True) if pooled else {}
+    # ChEES adds its per-chain records and their fixed-order reduction (with per-chain step sizes
+    # and masses, each chain's own adaptation in lock step)
+    extra = dict(adapt_trajectory_length=True) if chees else {}
 
     def run():
         res = fused_hmc.sample(q0, 25, mu=mu, num_warmup=40, pooled=pooled, jitter=0.3,

@@ -287,6 +287,10 @@ def test_one_rank_is_the_one_process_run_and_chain_offset_is_refused(tmp_path, o
             fused_hmc.Sampler(torch.zeros(2, 2), chain_offset=3, process_group=dist.group.WORLD)
         with pytest.raises(TypeError, match="process_group must be a torch.distributed"):
             fused_hmc.Sampler(torch.zeros(2, 2), process_group="world")
+        # each rank would adapt its own T from its own chains
+        with pytest.raises(ValueError, match="pooled=False runs in one process for now"):
+            fused_hmc.Sampler(torch.zeros(2, 2), num_warmup=10, adapt_trajectory_length=True,
+                              pooled=False, process_group=dist.group.WORLD)
     finally:
         dist.destroy_process_group()
 

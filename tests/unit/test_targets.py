@@ -45,12 +45,12 @@ def stat_buffers(chains, dim, device="cpu"):
 
 
 def run_sample_op(q, target, step_size, inv_mass, jitter, num_steps, seed, first, n, samples,
-                  chain_offset=0):
+                  chain_offset=0, trajectory_length=0.0):
     """The sample op on q in place; returns (mean, m2, accept_count, accept_prob_sum)."""
     buffers = stat_buffers(*q.shape, device=q.device)
     run_op(q, target.op_target, target.op_tensors(q.dtype, q.device), target.op_scalars(),
             step_size, inv_mass, jitter, num_steps, seed, chain_offset, first, n, samples=samples,
-            **dict(zip(STATISTICS, buffers)))
+            trajectory_length=trajectory_length, **dict(zip(STATISTICS, buffers)))
     return buffers
 
 

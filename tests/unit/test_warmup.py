@@ -61,7 +61,7 @@ def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows,
             dual_averaging=s["da"], window_mean=s["wm"], window_m2=s["wm2"], warmup_start=0,
             num_warmup=num_warmup, windows=list(windows), target_accept=settings.target_accept,
             adapt_step_size=settings.adapt_step_size,
-            adapt_mass_matrix=settings.adapt_mass_matrix)
+            adapt_mass_matrix=settings.adapt_mass_matrix, chees=s.get("chees"))
 
 
 STAN_GAMMA = 0.05
@@ -92,12 +92,18 @@ class StanStepSize:
 
 def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200,
            windows=(75, 25, 50), settings=WarmupSettings(), inv_mass0=None):
-    """Runs the op one transition at a time beside the oracle; returns the op's final state."""
+    """Runs the op one transition at a time beside the oracle; returns the op's final state. With
+    settings.adapt_trajectory_length the op carries a ChEES state from T0 = steps x eps0 (steps
+    is then the cap), each transition runs with its T, and after each T lies in [eps, steps eps]
+    at the next step size (per chain: the chains' median)."""
     chains, dim = q0.shape
     groups = 1 if settings.pooled else chains
     chains_in_statistic = chains if groups == 1 else 1
     inv_mass0 = torch.ones(dim) if inv_mass0 is None else inv_mass0
     s = _ops_state(q0, groups, eps0, inv_mass0)
+    if settings.adapt_trajectory_length:
+        s["chees"] = torch.tensor([steps * eps0, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64,
+                                  device=q0.device)
     q = q0.clone()
     stan = [StanStepSize(settings.target_accept, eps0) for _ in range(groups)]
     slow = warmup_windows(num_warmup, *windows)
@@ -105,10 +111,16 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
     for i in range(num_warmup):
         before = {k: v.clone() for k, v in s.items()}
         q_check = q.clone()
+        length = float(before["chees"][0]) if "chees" in s else 0.0
         _, _, _, accept_prob = run_sample_op(q_check, target, before["step"], before["inv"], jitter,
-                                             steps, seed, i, 1, q.new_empty(0))
+                                             steps, seed, i, 1, q.new_empty(0),
+                                             trajectory_length=length)
         _warmup_op(q, target, s, jitter, steps, seed, i, 1, num_warmup, windows, settings)
         assert torch.equal(q, q_check), i  # the warm-up transition is sampling's
+        if "chees" in s:
+            sizes, h = sorted(s["step"].tolist()), groups // 2
+            eps = sizes[h] if groups % 2 else 0.5 * (sizes[h - 1] + sizes[h])
+            assert eps <= float(s["chees"][0]) <= steps * eps, i
 
         if settings.adapt_step_size:
             stats = [float(accept_prob.mean())] if settings.pooled else accept_prob.tolist()
@@ -190,6 +202,18 @@ def test_warmup_float32_dense(pooled, device):
     target = make_target("dense", 4)
     replay(target, _q0(chains=4, dim=4, dtype=torch.float32).to(device), eps0=0.2,
            settings=WarmupSettings(200, pooled=pooled))
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_chees_warmup_follows_stan_beside_one_trajectory_length(pooled):
+    """ChEES (CPU): pooled, or each chain with its own step size and inverse mass (pooled=False)
+    while every chain runs the one adapted T: each chain's (or the pool's) step size and mass
+    follow Stan's, transition by transition. 7 chains: the median is the middle one."""
+    settings = WarmupSettings(200, pooled=pooled, adapt_trajectory_length=True)
+    q, s = replay(_diagonal(), _q0(chains=7), steps=8, settings=settings)
+    assert s["chees"][6] == 200  # one ChEES update a transition
+    if not pooled:
+        assert len(set(s["step"].tolist())) == 7  # each chain's own
 
 
 def test_warmup_split_into_calls_is_identical(device):
