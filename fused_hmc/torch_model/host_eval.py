@@ -59,9 +59,12 @@ def harness_source(source: str, fields, rows: bool = False) -> str:
 
 class HostEval:
     """log_density / log_density_and_gradient of generated `source` with data `data` (the
-    compiled data: name -> tensor | float | int), on float64 rows x [n, dim]."""
+    compiled data: name -> tensor | float | int), on float64 rows x [n, dim]. rows: whether the
+    source is in the rows form (None: whether it defines log_density_rows)."""
 
-    def __init__(self, source: str, dim: int, data: dict, rows: bool = False):
+    def __init__(self, source: str, dim: int, data: dict, rows: bool | None = None):
+        if rows is None:
+            rows = "log_density_rows" in source
         self.dim, self.rows = dim, rows
         self.fields, self.values = cpp_data.prepare(data)
         text = harness_source(source, self.fields, rows)
@@ -96,9 +99,9 @@ class HostEval:
         self._ints = (ctypes.c_int64 * max(len(ints), 1))(*ints)
 
     def _eval(self, row: torch.Tensor, with_grad: bool, rows):
-        if (rows is None) == self.rows:
-            raise ValueError("rows=(first, step) is required for the rows form and only for it")
-        first, step = rows if rows is not None else (0, 1)
+        if rows is not None and not self.rows:
+            raise ValueError("rows=(first, step) is for a source in the rows form only")
+        first, step = rows if rows is not None else (0, 1)  # the rows form: one share of them all
         x = row.detach().double().contiguous()
         grad = torch.zeros(self.dim, dtype=torch.float64)
         value = self._fn(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(grad.data_ptr()),
@@ -107,7 +110,8 @@ class HostEval:
         return value, grad
 
     def log_density(self, x: torch.Tensor, rows=None) -> torch.Tensor:
-        """[n] at x [n, dim]; rows=(first, step): the share of those rows (the rows form)."""
+        """[n] at x [n, dim]; rows=(first, step): the share of those rows (the rows form; None:
+        the whole density)."""
         return torch.tensor([self._eval(row, False, rows)[0] for row in x], dtype=torch.float64)
 
     def log_density_and_gradient(self, x: torch.Tensor, rows=None):

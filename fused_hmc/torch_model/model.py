@@ -35,12 +35,13 @@ class TorchModel(CppTarget):
     float | int, passed to fn as given (tensors as float64 / int64). small_limit: per-chain
     values with at most this many entries are stored (default max(64, 4 dim)); larger ones (the
     data-length ones) are recomputed where used, never stored. lanes (1, 2, 4, .. 256, at most the
-    data's row partials P, fused_hmc.lanes.row_partials): the CUDA threads a chain takes, its data's rows split between them (CppTarget's lanes); the code is
-    then generated in the rows form, which needs the density to be a sum over the rows. lanes
-    "auto" (the default): the rows form when the density has a loop over data rows that the
-    lanes can split, each run's lanes then chosen as CppTarget's "auto" chooses them
-    (fused_hmc.lanes.choose_lanes); else one thread a chain. The draws are the same for any
-    lanes of the rows form. The CPU runs the chains W at a time in vector lanes (CppTarget's
+    data's row partials P, fused_hmc.lanes.row_partials): the CUDA threads a chain takes, its
+    data's rows split between them (CppTarget's lanes); lanes > 1 need the density to be a sum
+    over the rows, generated in the rows form. lanes "auto" (the default): each run's lanes
+    chosen as CppTarget's "auto" chooses them (fused_hmc.lanes.choose_lanes) when the density has
+    a loop over data rows that the lanes can split; else one thread a chain. lanes=1 and "auto"
+    generate the rows form wherever the density allows it, so the draws are the same for any
+    lanes; otherwise the plain form, whose sums keep their plain order. The CPU runs the chains W at a time in vector lanes (CppTarget's
     vector_chains: the generated code chooses on parameters by ``where``, never a branch), with
     the draws of one chain at a time.
 
@@ -123,16 +124,17 @@ class TorchModel(CppTarget):
 
 
 def _generate(traced, data_names, small_limit: int, lanes):
-    """The generated source and the lanes to give CppTarget. lanes "auto": the rows form (any
-    lanes above 1 generate the same source) when the density has a row loop the lanes can split,
-    with CppTarget's "auto"; otherwise (no row loop, or a density that is not a sum over the rows)
-    the plain form on one thread a chain, whose sums keep their plain order."""
-    if lanes != "auto":
+    """The generated source and the lanes to give CppTarget. lanes "auto" or 1: the rows form
+    (any lanes above 1 generate the same source; one thread forms the whole fixed tree of
+    partials, so lanes=1 draws what any other lanes draw) when the density has a row loop the
+    lanes can split; otherwise (no row loop, or a density that is not a sum over the rows) the
+    plain form on one thread a chain, whose sums keep their plain order."""
+    if lanes not in ("auto", 1):
         return generate(traced, data_names, small_limit, lanes), lanes
     try:
         rows = generate(traced, data_names, small_limit, lanes_module.MAX_LANES)
     except TorchModelError:  # not a sum over the rows (rows.py)
         rows = None
     if rows is not None and rows.row_loops:
-        return rows, "auto"
+        return rows, lanes
     return generate(traced, data_names, small_limit, 1), 1

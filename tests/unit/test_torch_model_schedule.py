@@ -20,12 +20,14 @@ TRANSCENDENTAL = re.compile(r"\b(exp|log|log1p|expm1|sqrt|pow|lgamma|tanh|sigmoi
 
 def library_torch_model(library) -> TorchModel:
     form = library.torch_form()
-    return TorchModel(form.fn, form.params, data=form.data, lanes=1)  # the plain form's schedule
+    return TorchModel(form.fn, form.params, data=form.data, lanes=1)  # one thread's schedule
 
 
 def function(source: str, name: str) -> str:
-    """The text of one generated function (log_density or log_density_and_gradient)."""
-    start = source.index(f" {name}(")
+    """The text of one generated function (log_density or log_density_and_gradient, in the rows
+    form where the source has it)."""
+    rows = f" {name}_rows("
+    start = source.index(rows if rows in source else f" {name}(")
     end = source.find("\ntemplate", start)
     return source[start:] if end < 0 else source[start:end]
 

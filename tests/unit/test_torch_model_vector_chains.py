@@ -46,7 +46,7 @@ def robust_fn(p, d):
 ROBUST_PARAMS = {"a": (), "b": (), "v": (4,)}
 
 
-def robust_data(n=100):  # more rows than small_limit (64): lanes "auto" gives the rows form
+def robust_data(n=100):  # more rows than small_limit (64): a row loop, the rows form
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, generator=g)
     y = 1.0 + 2.0 * x + 0.5 * torch.randn(n, generator=g)
@@ -54,16 +54,17 @@ def robust_data(n=100):  # more rows than small_limit (64): lanes "auto" gives t
     return {"x": x, "y": y, "w": torch.rand(n, generator=g), "s": 0.5}
 
 
-@pytest.fixture(scope="module", params=[(torch.float32, 1), (torch.float64, "auto")],
+@pytest.fixture(scope="module", params=[(torch.float32, 40), (torch.float64, 100)],
                 ids=["plain-float32", "rows-float64"])
 def pair(request):
-    """(the TorchModel, its generated source compiled with vector_chains=False, dtype)."""
-    dtype, lanes = request.param
+    """(the TorchModel, its generated source compiled with vector_chains=False, dtype): 40 rows
+    are stored (no row loop: the plain form), 100 a row loop (the rows form)."""
+    dtype, rows = request.param
     params = dict(ROBUST_PARAMS)
     if dtype == torch.float64:
         params["s"] = ((), constraints.positive)
-    model = TorchModel(robust_fn, params, data=robust_data(), lanes=lanes)
-    assert model.vector_chains and model.rows_form == (lanes == "auto")
+    model = TorchModel(robust_fn, params, data=robust_data(rows))
+    assert model.vector_chains and model.rows_form == (rows > 64)
     scalar = CppTarget(model.generated_source, model.dim, data=dict(model.data), gradient=True,
                        vector_chains=False)
     return model, scalar, dtype
