@@ -367,10 +367,6 @@ RUN_CASES = [
     ("trajectory-record-dtype", "sampling", lambda a: dict(
         chees=_chees_state(a), trajectory_record=_record(a).float()), TypeError,
      r"\btrajectory_record must be Double"),
-    ("chees-per-chain", "warmup", lambda a: dict(
-        chees=_chees_state(a), step_size=a["step_size"].repeat(6),
-        inv_mass=a["inv_mass"].repeat(6, 1), dual_averaging=a["dual_averaging"].repeat(6, 1)),
-     ValueError, r"\bchees adapts one trajectory length from every chain: step_size must be \[1\]"),
     ("chees-shape", "warmup", lambda a: dict(chees=_chees_state(a)[:7]), ValueError,
      r"\bchees must have shape \[8\]"),
     ("chees-dtype", "warmup", lambda a: dict(chees=_chees_state(a).float()), TypeError,
@@ -390,6 +386,23 @@ def test_bad_run_call_raises_naming_the_argument(device, case):
         _call(mode, args)
     for after, before in zip(given, originals):
         assert torch.equal(after, before), "a failed call modified an input"
+
+
+def test_per_chain_chees_runs_on_the_cpu_and_is_refused_on_cuda(device):
+    """chees with step_size [B] is the CPU's lock-step per-chain warm-up; CUDA refuses it by name."""
+    args = _run_arguments(device, "warmup")
+    args.update(chees=_chees_state(args), step_size=args["step_size"].repeat(6),
+                inv_mass=args["inv_mass"].repeat(6, 1),
+                dual_averaging=args["dual_averaging"].repeat(6, 1))
+    if device.type == "cuda":
+        with pytest.raises(ValueError, match=r"\bchees with per-chain step sizes \(step_size "
+                                             r"\[B\]\) runs on the CPU only"):
+            _call("warmup", args)
+        return
+    before = args["step_size"].clone()
+    _call("warmup", args)
+    assert torch.isfinite(args["step_size"]).all()
+    assert not torch.equal(args["step_size"], before), "the per-chain step sizes did not adapt"
 
 
 @pytest.mark.parametrize("mode", ["sampling", "warmup"])
