@@ -40,16 +40,66 @@ constexpr int kVectorBytes = 16;
 template <typename S>
 constexpr int kLanesOf = (kVectorBytes < 32 ? kVectorBytes : 32) / static_cast<int>(sizeof(S));
 
-// A lane mask: 0 or -1 per lane. (I is a parameter because GCC drops the vector size of a member
-// typedef whose element type does not depend on the template.)
+// The signed integer of S's width.
+template <typename S>
+using same_width_int_t = std::conditional_t<
+    sizeof(S) == 8, int64_t,
+    std::conditional_t<sizeof(S) == 4, int32_t, std::conditional_t<sizeof(S) == 2, int16_t, int8_t>>>;
+
+// A vector wider than the target's registers (8 doubles on AVX2) has its lanes compared, resized
+// and selected half by half: GCC lowers such an operation on the whole vector to a scalar compare
+// or move per lane (16 of log's 100 instructions were vcomisd).
+template <class V>
+constexpr bool kSplitInHalves = sizeof(V) > static_cast<size_t>(kVectorBytes);
+template <class V>
+using lane_of_t = std::remove_cv_t<std::remove_reference_t<decltype(V{}[0])>>;
+
+template <class Half, class V>
+FHMC_PACK_INLINE void split_halves(const V& v, Half& low, Half& high) {
+  static_assert(2 * sizeof(Half) == sizeof(V), "two halves");
+  std::memcpy(&low, &v, sizeof low);
+  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+}
+template <class V, class Half>
+FHMC_PACK_INLINE V join_halves(const Half& low, const Half& high) {
+  V v;
+  std::memcpy(&v, &low, sizeof low);
+  std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
+  return v;
+}
+
+// The W integer lanes of v, each converted to To.
+template <typename To, int W, class V>
+FHMC_PACK_INLINE auto convert_lanes(const V& v) {
+  typedef To R __attribute__((vector_size(W * sizeof(To))));
+  if constexpr ((kSplitInHalves<V> || kSplitInHalves<R>) && W % 2 == 0) {
+    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
+    Half low, high;
+    split_halves(v, low, high);
+    return join_halves<R>(convert_lanes<To, W / 2>(low), convert_lanes<To, W / 2>(high));
+  } else {
+    return __builtin_convertvector(v, R);
+  }
+}
+
+// A lane mask: 0 or -1 per lane, in integers I of the compared lanes' width, so that a selection
+// among those lanes uses it as it is. Masks of other widths convert implicitly (the lane order
+// kept). (I is a parameter because GCC drops the vector size of a member typedef whose element
+// type does not depend on the template.)
 template <int W, typename I = int32_t>
 struct Mask {
   typedef I V __attribute__((vector_size(W * sizeof(I))));
   V v;
+  Mask() : v{} {}
+  explicit Mask(const V& bits) : v(bits) {}
+  template <typename J>
+  Mask(const Mask<W, J>& o) : v(convert_lanes<I, W>(o.v)) {}  // NOLINT: implicit
   bool operator[](int l) const { return v[l] != 0; }
-  friend Mask operator&&(Mask a, Mask b) { return {a.v & b.v}; }
-  friend Mask operator||(Mask a, Mask b) { return {a.v | b.v}; }
-  friend Mask operator!(Mask a) { return {~a.v}; }
+  template <typename J>
+  friend Mask operator&&(const Mask& a, const Mask<W, J>& b) { return Mask(a.v & Mask(b).v); }
+  template <typename J>
+  friend Mask operator||(const Mask& a, const Mask<W, J>& b) { return Mask(a.v | Mask(b).v); }
+  friend Mask operator!(const Mask& a) { return Mask(~a.v); }
 };
 
 template <typename S, int W>
@@ -160,13 +210,48 @@ FHMC_PACK_BINARY(<<, if_integer_pack_operands_t)
 FHMC_PACK_BINARY(>>, if_integer_pack_operands_t)
 #undef FHMC_PACK_BINARY
 
+// Lane l of the result is -1 where compare(a[l], b[l]), else 0, in integers of the lanes' width.
+template <int W, class V, class Compare>
+FHMC_PACK_INLINE auto compare_lanes(const V& a, const V& b, Compare compare) {
+  typedef same_width_int_t<lane_of_t<V>> I __attribute__((vector_size(sizeof(V))));
+  if constexpr (kSplitInHalves<V> && W % 2 == 0) {
+    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
+    Half a0, a1, b0, b1;
+    split_halves(a, a0, a1);
+    split_halves(b, b0, b1);
+    return join_halves<I>(compare_lanes<W / 2>(a0, b0, compare),
+                          compare_lanes<W / 2>(a1, b1, compare));
+  } else {
+    return (I)compare(a, b);  // a vector compare gives the signed integers of its lanes' width
+  }
+}
+
+// Lane l of a where m[l] is set, else of b (m: integers of a's lane width).
+template <int W, class M, class V>
+FHMC_PACK_INLINE V select_lanes(const M& m, const V& a, const V& b) {
+  static_assert(sizeof(M) == sizeof(V), "a mask of the selected lanes' width");
+  if constexpr (kSplitInHalves<V> && W % 2 == 0) {
+    typedef lane_of_t<M> MaskHalf __attribute__((vector_size(sizeof(M) / 2)));
+    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
+    MaskHalf m0, m1;
+    Half a0, a1, b0, b1;
+    split_halves(m, m0, m1);
+    split_halves(a, a0, a1);
+    split_halves(b, b0, b1);
+    return join_halves<V>(select_lanes<W / 2>(m0, a0, b0), select_lanes<W / 2>(m1, a1, b1));
+  } else {
+    return m != 0 ? a : b;
+  }
+}
+
 #define FHMC_PACK_COMPARE(op)                                                          \
   template <class A, class B, if_pack_operands_t<A, B> = 0>                            \
-  Mask<pack_width<A, B>()> operator op(const A& a, const B& b) {                       \
+  FHMC_PACK_INLINE auto operator op(const A& a, const B& b) {                          \
     using R = common_lane_t<A, B>;                                                     \
     constexpr int W = pack_width<A, B>();                                              \
-    return {__builtin_convertvector(as_pack<R, W>(a).v op as_pack<R, W>(b).v,          \
-                                    typename Mask<W>::V)};                             \
+    return Mask<W, same_width_int_t<R>>(                                               \
+        compare_lanes<W>(as_pack<R, W>(a).v, as_pack<R, W>(b).v,                       \
+                         [](const auto& x, const auto& y) { return x op y; }));        \
   }
 FHMC_PACK_COMPARE(<)
 FHMC_PACK_COMPARE(<=)
@@ -208,17 +293,12 @@ Pack<S, W>& Pack<S, W>::operator/=(const U& b) {
 }
 
 // Lane selection: lane l of a where mask l is set, else of b.
-template <typename S, int W>
-Pack<S, W> where(Mask<W> m, const Pack<S, W>& a, const Pack<S, W>& b) {
-  typedef std::conditional_t<sizeof(S) == 8, int64_t,
-                             std::conditional_t<sizeof(S) == 4, int32_t, int16_t>>
-      I;
-  typedef I IV __attribute__((vector_size(W * sizeof(S))));
-  const IV wide = __builtin_convertvector(m.v, IV);
-  return Pack<S, W>::of(wide != 0 ? a.v : b.v);
+template <typename S, int W, typename I>
+FHMC_PACK_INLINE Pack<S, W> where(const Mask<W, I>& m, const Pack<S, W>& a, const Pack<S, W>& b) {
+  return Pack<S, W>::of(select_lanes<W>(Mask<W, same_width_int_t<S>>(m).v, a.v, b.v));
 }
-template <int W>
-bool any_lane(Mask<W> m) {
+template <int W, typename I>
+bool any_lane(const Mask<W, I>& m) {
   for (int l = 0; l < W; ++l) {
     if (m.v[l] != 0) return true;
   }
@@ -301,7 +381,7 @@ FHMC_PACK_INLINE Pack<S, W> fma_any(const Pack<S, W>& a, const Pack<S, W>& b,
 // The lane-generic vocabulary of math/fp/lanes.h for packs.
 template <typename S, int W>
 struct lane_traits<simd::Pack<S, W>> {
-  using mask = simd::Mask<W>;
+  using mask = simd::Mask<W, simd::same_width_int_t<S>>;
   using integer = simd::Pack<int, W>;
   template <typename U>
   using with_lane = simd::Pack<U, W>;

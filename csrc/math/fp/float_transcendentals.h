@@ -30,31 +30,37 @@
 namespace fused_hmc {
 namespace float_transcendentals {
 
-// D: float64 lanes, I: int64 lanes, of F's lanes (a float, or a pack of floats).
+// D: float64 lanes, U: uint64 lanes, of F's lanes (a float, or a pack of floats). Integers and
+// floats meet only through bit patterns: AVX2 has no int64 <-> float64 conversion, and a compiler
+// converts such a pack lane by lane.
 template <class F>
 using double_lanes_t = typename lane_traits<F>::template with_lane<double>;
 template <class F>
-using int64_lanes_t = typename lane_traits<F>::template with_lane<int64_t>;
+using uint64_lanes_t = typename lane_traits<F>::template with_lane<uint64_t>;
 
 constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2's head: 32 trailing zero bits
 constexpr double kLn2Lo = 1.90821492927058770002e-10;
 constexpr double kLn2 = 6.93147180559945286227e-01;
 constexpr double kLog2E = 1.44269504088896338700e+00;
-constexpr double kSqrt2 = 1.41421356237309514547e+00;
 constexpr double kRoundingShift = 6755399441055744.0;  // 1.5 * 2^52
-constexpr int64_t kMantissaBits = 0x000FFFFFFFFFFFFFLL;
-constexpr int64_t kExponentOne = 0x3FF0000000000000LL;  // 1.0's bits
+constexpr uint64_t kRoundingShiftBits = 0x4338000000000000ULL;
+constexpr double kTwo52 = 4503599627370496.0;  // 2^52: 2^52 + n has n as its mantissa's bits
+constexpr uint64_t kTwo52Bits = 0x4330000000000000ULL;
+constexpr uint64_t kMantissaBits = 0x000FFFFFFFFFFFFFULL;
+// The bits of sqrt(2) / 2 rounded up (kSqrt2 / 2 plus one ulp, kSqrt2 = sqrt(2) rounded): log's
+// mantissa is reduced to (kSqrt2 / 2, kSqrt2].
+constexpr uint64_t kHalfSqrt2UpBits = 0x3FE6A09E667F3BCEULL;
+constexpr uint64_t kOneBits = 0x3FF0000000000000ULL;
 
 // log u for u a positive, finite, normal double.
 template <class D>
 FHMC_HD D log_of_normal(D u) {
-  using I = typename lane_traits<D>::template with_lane<int64_t>;
-  const I bits = bit_cast_lanes<I>(u);
-  I e = (bits >> 52) - I(1023);
-  D m = bit_cast_lanes<D>((bits & I(kMantissaBits)) | I(kExponentOne));  // in [1, 2)
-  const auto high = m > D(kSqrt2);
-  m = where(high, m * D(0.5), m);
-  e = where(high, e + I(1), e);
+  using U = typename lane_traits<D>::template with_lane<uint64_t>;
+  // u = 2^e m with m in (kSqrt2 / 2, kSqrt2]: adding 1.0's bits less kHalfSqrt2Up's carries into
+  // the exponent exactly when u's mantissa exceeds kSqrt2's (m is then halved, e raised by one)
+  const U shifted = bit_cast_lanes<U>(u) + U(kOneBits - kHalfSqrt2UpBits);
+  const D m = bit_cast_lanes<D>((shifted & U(kMantissaBits)) + U(kHalfSqrt2UpBits));
+  const D e = bit_cast_lanes<D>((shifted >> 52) | U(kTwo52Bits)) - D(kTwo52 + 1023.0);  // exact
   const D s = (m - D(1.0)) / (m + D(1.0));
   const D z = s * s;
   // log m = 2 s + s z (2/3 + z (2/5 + ... + z 2/19)), the bracket by Estrin's scheme in z
@@ -68,17 +74,18 @@ FHMC_HD D log_of_normal(D u) {
   const D p = fma_any(D(2.0 / 19.0), z8,
                       fma_any(fma_any(s3, z2, s2), z4, fma_any(s1, z2, s0)));
   const D log_m = fma_any(s * z, p, s + s);
-  return fma_any(D(e), D(kLn2), log_m);
+  return fma_any(e, D(kLn2), log_m);
 }
 
 template <class F>
 FHMC_HD F exp(F x) {
   using D = double_lanes_t<F>;
-  using I = int64_lanes_t<F>;
+  using U = uint64_lanes_t<F>;
   D v(x);
   v = where(v > D(89.0), D(89.0), v);  // a NaN compares false both times and stays
   v = where(v < D(-104.0), D(-104.0), v);
-  const D k = (v * D(kLog2E) + D(kRoundingShift)) - D(kRoundingShift);
+  const D shifted = v * D(kLog2E) + D(kRoundingShift);  // 1.5 * 2^52 + k, k = round(v / ln 2)
+  const D k = shifted - D(kRoundingShift);
   D r = fma_any(-k, D(kLn2Hi), v);
   r = fma_any(-k, D(kLn2Lo), r);
   // e^r by its Taylor polynomial, evaluated by Estrin's scheme (a dependency chain of 5
@@ -96,9 +103,10 @@ FHMC_HD F exp(F x) {
   const D s1 = fma_any(q3, r2, q2);
   const D s2 = fma_any(q5, r2, q4);
   const D p = fma_any(s2, r8, fma_any(s1, r4, s0));
-  const I power = I(where(k == k, k, D(0.0)));  // a NaN's lanes take 2^0 (p is NaN there)
-  const D scale = bit_cast_lanes<D>((power + I(1023)) << 52);
-  return F(p * scale);
+  // 2^k from k's bits in `shifted` (mod 2^64: only the low 11 bits of k + 1023 reach the exponent)
+  const U biased = bit_cast_lanes<U>(shifted) + U(1023 - kRoundingShiftBits);
+  const D scale = bit_cast_lanes<D>(biased << 52);
+  return F(where(v == v, p * scale, v));  // a NaN's lanes return it (its scale's bits are junk)
 }
 
 template <class F>
