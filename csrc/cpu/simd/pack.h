@@ -48,7 +48,7 @@ using same_width_int_t = std::conditional_t<
 
 // A vector wider than the target's registers (8 doubles on AVX2) has its lanes compared, resized
 // and selected half by half: GCC lowers such an operation on the whole vector to a scalar compare
-// or move per lane (16 of log's 100 instructions were vcomisd).
+// or move per lane (log's reduction: 8 vcomisd for one compare).
 template <class V>
 constexpr bool kSplitInHalves = sizeof(V) > static_cast<size_t>(kVectorBytes);
 template <class V>
