@@ -54,14 +54,22 @@ constexpr bool kSplitInHalves = sizeof(V) > static_cast<size_t>(kVectorBytes);
 template <class V>
 using lane_of_t = std::remove_cv_t<std::remove_reference_t<decltype(V{}[0])>>;
 
-template <class Half, class V>
-FHMC_PACK_INLINE void split_halves(const V& v, Half& low, Half& high) {
-  static_assert(2 * sizeof(Half) == sizeof(V), "two halves");
-  std::memcpy(&low, &v, sizeof low);
-  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+// The two halves of a vector v (low lanes, then high), and the vector V of two halves.
+template <class V>
+struct Halves {
+  typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
+  Half low, high;
+};
+template <class V>
+FHMC_PACK_INLINE Halves<V> halves_of(const V& v) {
+  Halves<V> h;  // each half copied on its own: one copy of the pair compiles to lane moves
+  std::memcpy(&h.low, &v, sizeof h.low);
+  std::memcpy(&h.high, reinterpret_cast<const char*>(&v) + sizeof h.low, sizeof h.high);
+  return h;
 }
 template <class V, class Half>
-FHMC_PACK_INLINE V join_halves(const Half& low, const Half& high) {
+FHMC_PACK_INLINE V joined(const Half& low, const Half& high) {
+  static_assert(2 * sizeof(Half) == sizeof(V), "two halves");
   V v;
   std::memcpy(&v, &low, sizeof low);
   std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
@@ -73,10 +81,8 @@ template <typename To, int W, class V>
 FHMC_PACK_INLINE auto convert_lanes(const V& v) {
   typedef To R __attribute__((vector_size(W * sizeof(To))));
   if constexpr ((kSplitInHalves<V> || kSplitInHalves<R>) && W % 2 == 0) {
-    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
-    Half low, high;
-    split_halves(v, low, high);
-    return join_halves<R>(convert_lanes<To, W / 2>(low), convert_lanes<To, W / 2>(high));
+    const auto h = halves_of(v);
+    return joined<R>(convert_lanes<To, W / 2>(h.low), convert_lanes<To, W / 2>(h.high));
   } else {
     return __builtin_convertvector(v, R);
   }
@@ -215,12 +221,9 @@ template <int W, class V, class Compare>
 FHMC_PACK_INLINE auto compare_lanes(const V& a, const V& b, Compare compare) {
   typedef same_width_int_t<lane_of_t<V>> I __attribute__((vector_size(sizeof(V))));
   if constexpr (kSplitInHalves<V> && W % 2 == 0) {
-    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
-    Half a0, a1, b0, b1;
-    split_halves(a, a0, a1);
-    split_halves(b, b0, b1);
-    return join_halves<I>(compare_lanes<W / 2>(a0, b0, compare),
-                          compare_lanes<W / 2>(a1, b1, compare));
+    const auto ha = halves_of(a), hb = halves_of(b);
+    return joined<I>(compare_lanes<W / 2>(ha.low, hb.low, compare),
+                     compare_lanes<W / 2>(ha.high, hb.high, compare));
   } else {
     return (I)compare(a, b);  // a vector compare gives the signed integers of its lanes' width
   }
@@ -231,14 +234,9 @@ template <int W, class M, class V>
 FHMC_PACK_INLINE V select_lanes(const M& m, const V& a, const V& b) {
   static_assert(sizeof(M) == sizeof(V), "a mask of the selected lanes' width");
   if constexpr (kSplitInHalves<V> && W % 2 == 0) {
-    typedef lane_of_t<M> MaskHalf __attribute__((vector_size(sizeof(M) / 2)));
-    typedef lane_of_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
-    MaskHalf m0, m1;
-    Half a0, a1, b0, b1;
-    split_halves(m, m0, m1);
-    split_halves(a, a0, a1);
-    split_halves(b, b0, b1);
-    return join_halves<V>(select_lanes<W / 2>(m0, a0, b0), select_lanes<W / 2>(m1, a1, b1));
+    const auto hm = halves_of(m), ha = halves_of(a), hb = halves_of(b);
+    return joined<V>(select_lanes<W / 2>(hm.low, ha.low, hb.low),
+                     select_lanes<W / 2>(hm.high, ha.high, hb.high));
   } else {
     return m != 0 ? a : b;
   }

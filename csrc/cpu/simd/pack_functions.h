@@ -24,10 +24,9 @@ namespace simd {
   template <int W>                                                                         \
   Pack<float, W> name(const Pack<float, W>& a) {                                           \
     if constexpr (kSplitInHalves<typename Pack<double, W>::V> && W % 2 == 0) {             \
-      Pack<float, W / 2> low, high;                                                        \
-      split_halves(a.v, low.v, high.v);                                                    \
-      return Pack<float, W>::of(                                                           \
-          join_halves<typename Pack<float, W>::V>(name(low).v, name(high).v));             \
+      const auto h = halves_of(a.v);                                                       \
+      return Pack<float, W>::of(joined<typename Pack<float, W>::V>(                        \
+          name(Pack<float, W / 2>::of(h.low)).v, name(Pack<float, W / 2>::of(h.high)).v)); \
     } else {                                                                               \
       return float_transcendentals::name(a);                                               \
     }                                                                                      \

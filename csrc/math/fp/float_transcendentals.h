@@ -55,7 +55,7 @@ constexpr uint64_t kOneBits = 0x3FF0000000000000ULL;
 // log u for u a positive, finite, normal double.
 template <class D>
 FHMC_HD D log_of_normal(D u) {
-  using U = typename lane_traits<D>::template with_lane<uint64_t>;
+  using U = uint64_lanes_t<D>;
   // u = 2^e m with m in (kSqrt2 / 2, kSqrt2]: adding 1.0's bits less kHalfSqrt2Up's carries into
   // the exponent exactly when u's mantissa exceeds kSqrt2's (m is then halved, e raised by one)
   const U shifted = bit_cast_lanes<U>(u) + U(kOneBits - kHalfSqrt2UpBits);
