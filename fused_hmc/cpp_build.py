@@ -6,7 +6,7 @@ The generated files, in the build directory (``TORCH_EXTENSIONS_DIR``, else torc
 - ``fused_hmc_user_model.h``: ``FHMC_USER_DIM`` (also as ``FUSED_HMC_DIM``, which the user's source
   may use as a compile-time constant), ``FHMC_USER_LANES``, ``FHMC_USER_ROWS`` and
   ``FHMC_USER_ROW_PARTIALS`` for a rows-form source, ``FHMC_USER_HAS_GRADIENT`` with
-  gradient=True, ``FHMC_USER_VECTOR_CHAINS`` and ``FHMC_PORTABLE_FLOAT_MATH`` with vector_chains=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build, ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
+  gradient=True, ``FHMC_USER_VECTOR_CHAINS`` and ``FHMC_PORTABLE_FLOAT_MATH`` with vector_chains=True, ``FHMC_USER_WITH_CUDA`` for a CUDA build (and ``FHMC_USER_DENSE_MASS`` where a run asked for a dense mass: its kernels double the build), ``math/targets/target_functions.h``, then ``namespace fused_hmc_user { using Scalar =
   float|double; struct Data {...}; #line 1 "<source>" <the user's source> }`` and
   ``user/user_target.h`` (``UserTarget<S>``, what the kernels call). Torch-free.
 - ``fused_hmc_user_module.cpp``: torch, the model header, each of :data:`MODULE_PARTS` and a
@@ -81,6 +81,7 @@ class BuildSpec:
     rows: bool = False  # the source defines log_density_rows (the rows form) instead of log_density
     partials: int = 32  # with rows: P, the strided partials (fused_hmc/lanes.py's row_partials)
     vector_chains: bool = False  # the CPU chains also run W at a time on packs (cpu/simd/pack.h)
+    dense_mass: bool = False  # CUDA: also the kernels with a dense mass (cuda/lane_dense_mass.cuh)
 
 
 class EntryPoint(NamedTuple):
@@ -140,6 +141,8 @@ def model_header(spec: BuildSpec) -> str:
         head += ["#define FHMC_USER_VECTOR_CHAINS 1", "#define FHMC_PORTABLE_FLOAT_MATH 1"]
     if spec.device_kind == "cuda":
         head.append("#define FHMC_USER_WITH_CUDA 1")
+        if spec.dense_mass:
+            head.append("#define FHMC_USER_DENSE_MASS 1")
     head += ["#include <cstdint>", "", '#include "math/targets/target.h"',
              '#include "math/targets/target_functions.h"', "",
              "namespace fused_hmc_user {",

@@ -128,7 +128,7 @@ class CppTarget:
         if self.rows_form:
             lanes_module.check_lanes(lanes, self.data_rows)
         self._arguments: dict[tuple[torch.dtype, torch.device], tuple] = {}
-        self._modules: dict[tuple[torch.dtype, str, int], object] = {}
+        self._modules: dict[tuple[torch.dtype, str, int, bool], object] = {}
         self._registered: set[str] = set()
         for f in self._fields:
             if f.kind == "int" and abs(self.data[f.name]) > 2**53:
@@ -198,12 +198,12 @@ class CppTarget:
 
     # -- compiled module and its arguments (the sampler uses these too) -------------------------
 
-    def build_spec(self, dtype: torch.dtype, device_kind: str,
-                   lanes: int = 1) -> cpp_build.BuildSpec:
+    def build_spec(self, dtype: torch.dtype, device_kind: str, lanes: int = 1,
+                   dense_mass: bool = False) -> cpp_build.BuildSpec:
         return cpp_build.BuildSpec(self.source, self.source_name, self.dim,
                                    cpp_build.scalar_name(dtype), device_kind, self._fields,
                                    self.has_gradient, lanes, self.rows_form, self.row_partials,
-                                   self.vector_chains)
+                                   self.vector_chains, dense_mass and device_kind == "cuda")
 
     @property
     def data_rows(self) -> int:
@@ -233,11 +233,15 @@ class CppTarget:
         return lanes_module.choose_lanes(chains, lanes_module.device_sm_count(device),
                                          self.data_rows)
 
-    def module(self, dtype: torch.dtype, device: torch.device, lanes: int | None = None):
+    def module(self, dtype: torch.dtype, device: torch.device, lanes: int | None = None,
+               dense_mass: bool = False):
         """The compiled module for positions of `dtype` on `device`, its chains on `lanes` lanes
         (built on first use, one per lanes). lanes None: any module already built for the dtype
-        and device (their evaluations agree bit for bit), else lanes_for(None, device)."""
+        and device (their evaluations agree bit for bit), else lanes_for(None, device).
+        dense_mass: a CUDA module that also has the kernels with a dense mass (a second build,
+        only for runs that ask for one; the CPU's always have them)."""
         kind = "cuda" if torch.device(device).type == "cuda" else "cpu"
+        dense_mass = dense_mass and kind == "cuda"
         if kind == "cuda":
             from . import _build
 
@@ -246,13 +250,13 @@ class CppTarget:
                 raise _build.CudaUnavailableError(
                     f"CppTarget cannot compile for CUDA: {reason}; pass CPU tensors")
         if lanes is None:
-            built = [g for (d, k, g) in self._modules if (d, k) == (dtype, kind)]
+            built = [g for (d, k, g, _) in self._modules if (d, k) == (dtype, kind)]
             lanes = built[0] if built else self.lanes_for(None, device)
-        if (dtype, kind, lanes) not in self._modules:
+        key = (dtype, kind, lanes, dense_mass)
+        if key not in self._modules:
             self.data_arguments(dtype, device)  # data that overflows dtype: said before compiling
-            self._modules[(dtype, kind, lanes)] = cpp_build.load(
-                self.build_spec(dtype, kind, lanes))
-        return self._modules[(dtype, kind, lanes)]
+            self._modules[key] = cpp_build.load(self.build_spec(dtype, kind, lanes, dense_mass))
+        return self._modules[key]
 
     def data_arguments(self, dtype: torch.dtype, device: torch.device) -> tuple:
         """(tensors, floats, ints): the data as make_data takes it, for positions of `dtype` on
@@ -265,11 +269,12 @@ class CppTarget:
 
     # -- what the sampler's chain ops take (fused_hmc/sampling/kernel.py) --------------------------
 
-    def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
+    def op_name(self, dtype: torch.dtype, device, chains: int | None = None,
+                dense_mass: bool = False) -> str:
         """The chain ops' name for this model's chain kernels in `dtype` on `device` for `chains`
-        chains (their lanes: :meth:`lanes_for`): compiles the module on first use and registers
-        its kernels with the main library."""
-        module = self.module(dtype, device, self.lanes_for(chains, device))
+        chains (their lanes: :meth:`lanes_for`), with those of a dense mass where asked:
+        compiles the module on first use and registers its kernels with the main library."""
+        module = self.module(dtype, device, self.lanes_for(chains, device), dense_mass)
         name = module.target_name()
         if name not in self._registered:
             from . import _build
@@ -312,7 +317,7 @@ class CppTarget:
         # Any lanes' module evaluates the same tree; with none built yet, the one a run of these
         # x as chains takes (validate_start's q0 then builds the run's module).
         kind = "cuda" if x.device.type == "cuda" else "cpu"
-        built = any((d, k) == (x.dtype, kind) for (d, k, _) in self._modules)
+        built = any((d, k) == (x.dtype, kind) for (d, k, _, _) in self._modules)
         module = self.module(x.dtype, x.device,
                              None if built else self.lanes_for(max(x.shape[0], 1), x.device))
         return getattr(module, entry)(x, *self.data_arguments(x.dtype, x.device))

@@ -165,8 +165,9 @@ class BuiltInTarget:
             tensors.append(precision.to(dtype=dtype, device=device).contiguous())
         return tensors
 
-    def op_name(self, dtype: torch.dtype, device, chains: int | None = None) -> str:
-        """The chain ops' name for this target (any dtype, device and chain count)."""
+    def op_name(self, dtype: torch.dtype, device, chains: int | None = None,
+                dense_mass: bool = False) -> str:
+        """The chain ops' name for this target (any dtype, device, chain count and mass)."""
         return self.op_target
 
     def op_scalars(self) -> list[float]:

@@ -1,8 +1,8 @@
 // Explicit instantiations of the built-in targets' CUDA launchers (csrc/targets.def) for one
-// scalar (FHMC_SCALAR) and one kernel family (FHMC_SAMPLING or FHMC_WARMUP), chosen by the
-// including builtin_*.cu: the kernels are spread over four translation units so that the build
-// compiles them in parallel (as one unit they took 5 minutes of one core);
-// register_builtin_targets.cpp registers them.
+// scalar (FHMC_SCALAR) and one kernel family (FHMC_SAMPLING, FHMC_WARMUP, or FHMC_DENSE: sampling
+// and warm-up with a dense mass), chosen by the including builtin_*.cu: the kernels are spread over
+// six translation units so that the build compiles them in parallel (as one unit they took 5
+// minutes of one core); register_builtin_targets.cpp registers them.
 #pragma once
 
 #include "../math/targets/builtin.h"
@@ -30,7 +30,13 @@ struct pooled_warmup::PooledBlocksPerSm<DiagonalGaussian<float>> {
   static constexpr int value = 2;
 };
 
-#if defined(FHMC_SAMPLING)
+#if defined(FHMC_DENSE)
+#define FHMC_TARGET(T)                                                                  \
+  template int sample_dense_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                  \
+                                                 const SamplingParams<FHMC_SCALAR>&, void*); \
+  template int warmup_dense_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                  \
+                                                 const WarmupParams<FHMC_SCALAR>&, void*);
+#elif defined(FHMC_SAMPLING)
 #define FHMC_TARGET(T)                                                                  \
   template int sample_cuda<T<FHMC_SCALAR>>(const TargetTensors&,                        \
                                            const SamplingParams<FHMC_SCALAR>&, void*);
@@ -40,7 +46,7 @@ struct pooled_warmup::PooledBlocksPerSm<DiagonalGaussian<float>> {
                                            const WarmupParams<FHMC_SCALAR>&, void*);    \
   template int64_t cuda_pooled_tile_chains<T<FHMC_SCALAR>>(const ChainBatch<FHMC_SCALAR>&);
 #else
-#error "define FHMC_SAMPLING or FHMC_WARMUP before including builtin_instances.cuh"
+#error "define FHMC_SAMPLING, FHMC_WARMUP or FHMC_DENSE before including builtin_instances.cuh"
 #endif
 #include "../targets.def"
 #undef FHMC_TARGET

@@ -21,6 +21,7 @@
 #include "../math/stats/welford.h"
 #include "chain_shape.cuh"
 #include "keep_draws.cuh"
+#include "lane_dense_mass.cuh"
 #include "lane_group.cuh"
 
 namespace fused_hmc {
@@ -40,7 +41,9 @@ struct SamplingBlocksPerSm {
 // warm-up pooled outside the kernel (p.recording: T read from chees, the last transition
 // recorded); compiled in only there, since its registers would slow every other call.
 // MIN_BLOCKS: the __launch_bounds__ minimum (SamplingBlocksPerSm). No choice changes a bit.
-template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS, bool RECORD, int MIN_BLOCKS = 1>
+// DENSE: inv_mass holds dense factors (lane_dense_mass.cuh).
+template <class Target, int GROUP, int CHUNKS, bool UNIT_MASS, bool RECORD, int MIN_BLOCKS = 1,
+          bool DENSE = false>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
     sampling_kernel(const Target target, const SamplingParams<typename Target::Scalar> p) {
   using scalar_t = typename Target::Scalar;
@@ -55,9 +58,8 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized,
                                           scalar_t(0), q.v);
-  CoordinateCoefficients<Target, CHUNKS, UNIT_MASS> coefficients;
-  coefficients.template load<GROUP>(target, c.dim, UNIT_MASS ? nullptr : c.inv_mass + g * c.dim,
-                                    seat);
+  LaneMass<DENSE, Target, GROUP, CHUNKS, UNIT_MASS> coefficients;
+  load_chain_mass<GROUP>(coefficients, target, c, g, chain, seat);
   const double step_size = c.step_size[g];
   // Shapes of several chunks keep the moments in memory, touched on kept transitions only: in
   // registers they would spill.
@@ -119,7 +121,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, MIN_BLOCKS)
   if (seat.lane == 0) statistics.store(c.statistics, chain);
 }
 
-template <class Target, int GROUP, int CHUNKS>
+// DENSE: inv_mass holds each chain's dense factor (lane_dense_mass.cuh), the windows its
+// co-moments [B, d, d] in global memory; the op estimates the new factors after a call that ends a
+// slow window (ops/dense_window_end.h), so the kernel leaves the windows to it.
+template <class Target, int GROUP, int CHUNKS, bool DENSE = false>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     warmup_per_chain_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
   using scalar_t = typename Target::Scalar;
@@ -134,11 +139,10 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
   Chunks<scalar_t, CHUNKS> q;
   load_group_row<scalar_t, GROUP, CHUNKS>(c.q + row * c.dim, seat, c.dim, c.vectorized,
                                           scalar_t(0), q.v);
-  CoordinateCoefficients<Target, CHUNKS> coefficients;
-  coefficients.template load<GROUP>(target, c.dim, c.inv_mass + row * c.dim, seat);
-  auto& inv_mass = coefficients.inv_mass;
+  LaneMass<DENSE, Target, GROUP, CHUNKS> coefficients;
+  load_chain_mass<GROUP>(coefficients, target, c, row, chain, seat);
   double mean[CHUNKS][4], m2[CHUNKS][4];
-  if (seat.live) {
+  if (!DENSE && seat.live) {
     transfer_moments<GROUP, CHUNKS, false>(p.window_mean, p.window_m2, chain, seat.lane, c.dim,
                                            mean, m2);
   }
@@ -167,11 +171,18 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
     const double draws = static_cast<double>(i - window.start + 1);
     if (in_window) {
       const double inv_count = 1.0 / draws;
+      if constexpr (DENSE) {
+        group_comoment_update<GROUP, CHUNKS>(seat, static_cast<int>(c.dim),
+                                             p.window_mean + chain * c.dim,
+                                             p.window_m2 + chain * c.dim * c.dim, q.v, inv_count,
+                                             coefficients.scratch);
+      } else {
 #pragma unroll
-      for (int k = 0; k < CHUNKS; ++k) {
+        for (int k = 0; k < CHUNKS; ++k) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          welford_update(mean[k][e], m2[k][e], static_cast<double>(q.v[k][e]), inv_count);
+          for (int e = 0; e < 4; ++e) {
+            welford_update(mean[k][e], m2[k][e], static_cast<double>(q.v[k][e]), inv_count);
+          }
         }
       }
     }
@@ -180,27 +191,32 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads, 1)
                                           static_cast<double>(decision.accept_prob()),
                                           p.target_accept, step_size);
     }
-    if (in_window && window.end == i) {
+    if constexpr (!DENSE) {
+      if (in_window && window.end == i) {
+        auto& inv_mass = coefficients.inv_mass;
 #pragma unroll
-      for (int k = 0; k < CHUNKS; ++k) {
+        for (int k = 0; k < CHUNKS; ++k) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          inv_mass[k][e] = adapted_inverse_mass(m2[k][e] / (draws - 1.0), draws, inv_mass[k][e]);
-          mean[k][e] = 0.0;
-          m2[k][e] = 0.0;
+          for (int e = 0; e < 4; ++e) {
+            inv_mass[k][e] = adapted_inverse_mass(m2[k][e] / (draws - 1.0), draws, inv_mass[k][e]);
+            mean[k][e] = 0.0;
+            m2[k][e] = 0.0;
+          }
         }
+        coefficients.update_scale();
       }
-      coefficients.update_scale();
     }
   }
 
   statistics.flush();
   if (!seat.live) return;
   store_group_row<scalar_t, GROUP, CHUNKS>(c.q + chain * c.dim, seat, c.dim, c.vectorized, q.v);
-  store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
-                                           inv_mass);
-  transfer_moments<GROUP, CHUNKS, true>(p.window_mean, p.window_m2, chain, seat.lane, c.dim, mean,
-                                        m2);
+  if constexpr (!DENSE) {
+    store_group_row<scalar_t, GROUP, CHUNKS>(c.inv_mass + chain * c.dim, seat, c.dim, false,
+                                             coefficients.inv_mass);
+    transfer_moments<GROUP, CHUNKS, true>(p.window_mean, p.window_m2, chain, seat.lane, c.dim,
+                                          mean, m2);
+  }
   if (owner) {
     c.step_size[chain] = step_size;
     p.dual_averaging[chain] = averaging;
@@ -266,15 +282,34 @@ cudaError_t launch_sampling(const Target& target, const SamplingParams<typename 
   return status;
 }
 
+// With a dense mass: the shapes of dims up to kMaxDenseMassDim only (cudaErrorInvalidValue for
+// another, which the op's checks exclude).
 template <class Target>
+cudaError_t launch_sampling_dense(const Target& target,
+                                  const SamplingParams<typename Target::Scalar>& p,
+                                  cudaStream_t stream) {
+  cudaError_t status = cudaErrorInvalidValue;
+  with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
+    constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
+    if constexpr (kDenseMassShape<Target, G, C>) {
+      status = chain_kernels::launch_over_chains(
+          chain_kernels::sampling_kernel<Target, G, C, false, false, 1, true>, target, p, stream);
+    }
+  });
+  return status;
+}
+
+template <class Target, bool DENSE = false>
 cudaError_t launch_warmup_per_chain(const Target& target,
                                     const WarmupParams<typename Target::Scalar>& p,
                                     cudaStream_t stream) {
-  cudaError_t status = cudaSuccess;
+  cudaError_t status = cudaErrorInvalidValue;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    status = chain_kernels::launch_over_chains(
-        chain_kernels::warmup_per_chain_kernel<Target, G, C>, target, p, stream);
+    if constexpr (!DENSE || kDenseMassShape<Target, G, C>) {
+      status = chain_kernels::launch_over_chains(
+          chain_kernels::warmup_per_chain_kernel<Target, G, C, DENSE>, target, p, stream);
+    }
   });
   return status;
 }

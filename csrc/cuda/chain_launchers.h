@@ -24,11 +24,25 @@ int warmup_cuda(const TargetTensors& tensors, const WarmupParams<typename Target
 template <class Target>
 int64_t cuda_pooled_tile_chains(const ChainBatch<typename Target::Scalar>& c);
 
+// With a dense mass (cuda/lane_dense_mass.cuh; dim <= kMaxDenseMassDim).
+template <class Target>
+int sample_dense_cuda(const TargetTensors& tensors,
+                      const SamplingParams<typename Target::Scalar>& p, void* stream);
+template <class Target>
+int warmup_dense_cuda(const TargetTensors& tensors, const WarmupParams<typename Target::Scalar>& p,
+                      void* stream);
+
 template <class Target>
 void set_cuda_launchers(ChainLaunchers<typename Target::Scalar>& l) {
   l.sample_cuda = &sample_cuda<Target>;
   l.warmup_cuda = &warmup_cuda<Target>;
   l.cuda_pooled_tile_chains = &cuda_pooled_tile_chains<Target>;
+}
+
+template <class Target>
+void set_cuda_dense_launchers(ChainLaunchers<typename Target::Scalar>& l) {
+  l.sample_dense_cuda = &sample_dense_cuda<Target>;
+  l.warmup_dense_cuda = &warmup_dense_cuda<Target>;
 }
 
 }  // namespace fused_hmc

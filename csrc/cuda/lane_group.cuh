@@ -97,6 +97,24 @@ __device__ __forceinline__ T group_broadcast(T v) {
   }
 }
 
+// The lanes of this thread's chain within its warp (GROUP <= 32).
+template <int GROUP>
+__device__ __forceinline__ unsigned group_lanes() {
+  static_assert(GROUP <= kWarp, "a chain's lanes share one warp");
+  return (GROUP == kWarp ? 0xffffffffu : (1u << (GROUP % kWarp)) - 1u)
+         << (threadIdx.x % kWarp / GROUP * GROUP);
+}
+
+// A barrier of the chain's group, which also orders its global-memory writes before its reads.
+template <int GROUP>
+__device__ __forceinline__ void group_sync() {
+  if constexpr (GROUP > kWarp) {
+    __syncthreads();
+  } else if constexpr (GROUP > 1) {
+    __syncwarp(group_lanes<GROUP>());
+  }
+}
+
 // A chain's group as seen by one of its threads.
 struct GroupSeat {
   int lane;
@@ -244,8 +262,7 @@ __device__ __forceinline__ scalar_t lane_share_forces(const Target& target, Grou
     for (int e = 0; e < 4; ++e) f[c][e] = scalar_t(0);
   }
   if (!seat.live) return scalar_t(0);
-  const unsigned lanes = (GROUP == kWarp ? 0xffffffffu : (1u << (GROUP % kWarp)) - 1u)
-                         << (threadIdx.x % kWarp / GROUP * GROUP);
+  const unsigned lanes = group_lanes<GROUP>();
   // Coordinate j is element j % 4 of chunk j / 4, which lane (j / 4) % GROUP holds as its chunk
   // (j / 4) / GROUP: all compile-time indices, so the arrays stay in registers.
   scalar_t position[kDim], gradient[kDim];

@@ -27,6 +27,7 @@
 #include "../math/stats/chunk_sum.h"
 #include "../math/stats/welford.h"
 #include "chain_shape.cuh"
+#include "lane_dense_mass.cuh"
 #include "lane_group.cuh"
 
 namespace fused_hmc {
@@ -79,7 +80,10 @@ struct TileSeat {
   }
 };
 
-template <class Target, int GROUP, int CHUNKS>
+// DENSE: c_.inv_mass is the pooled dense factor [d, d] (lane_dense_mass.cuh), read from global
+// memory, and the windows are the chains' co-moments; the op estimates the new factor after a call
+// that ends a slow window (ops/dense_window_end.h), so the kernel leaves the windows to it.
+template <class Target, int GROUP, int CHUNKS, bool DENSE>
 class PooledWarmup {
  public:
   using scalar_t = typename Target::Scalar;
@@ -90,7 +94,9 @@ class PooledWarmup {
         tiles_((p.chains.batch + chains_ - 1) / chains_) {
     inv_mass_ = chain_shared_memory<scalar_t>();
     x_shared_ = inv_mass_ + aligned_dim() + (threadIdx.x / GROUP) * c_.dim;
-    for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    if constexpr (!DENSE) {
+      for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    }
     __syncthreads();
   }
 
@@ -114,8 +120,12 @@ class PooledWarmup {
       Chunks<scalar_t, CHUNKS> q;
       load_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, scalar_t(0),
                                               q.v);
-      CoordinateCoefficients<Target, CHUNKS> coefficients;
-      coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
+      LaneMass<DENSE, Target, GROUP, CHUNKS> coefficients;
+      if constexpr (DENSE) {
+        load_chain_mass<GROUP>(coefficients, target_, c_, 0, at.chain, at.seat);
+      } else {
+        coefficients.template load<GROUP>(target_, c_.dim, inv_mass_, at.seat);
+      }
       const auto chain = static_cast<uint64_t>(c_.chain_offset + at.chain);
       // A tile's chains change from one transition to the next: the uniforms are formed in place.
       const TransitionUniforms uniforms =
@@ -152,7 +162,9 @@ class PooledWarmup {
       if (at.seat.live && decision.accepted) {
         store_group_row<scalar_t, GROUP, CHUNKS>(q_row, at.seat, c_.dim, c_.vectorized, q.v);
       }
-      if (in_window && at.seat.live) fold_into_window(at, q.v, i - window.start + 1);
+      if (in_window && at.seat.live) {
+        fold_into_window(at, q.v, i - window.start + 1, coefficients);
+      }
       __syncthreads();
       const double sum = block_pairwise_sum(chain_accept, chains_, 1, scratch_);
       if (threadIdx.x == 0) tile_accept[tile] = sum;
@@ -267,7 +279,9 @@ class PooledWarmup {
       }
     }
     grid.sync();
-    for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    if constexpr (!DENSE) {
+      for (int64_t j = threadIdx.x; j < c_.dim; j += blockDim.x) inv_mass_[j] = c_.inv_mass[j];
+    }
     __syncthreads();
   }
 
@@ -287,18 +301,26 @@ class PooledWarmup {
     if (at.seat.lane == 0) p_.carried_force[c_.batch * c_.dim + at.chain] = carry.u;
   }
 
+  template <class Mass>
   __device__ void fold_into_window(const TileSeat<GROUP>& at, const scalar_t (&q)[CHUNKS][4],
-                                   int64_t draws) {
+                                   int64_t draws, const Mass& mass) {
     const double inv_count = 1.0 / static_cast<double>(draws);
+    if constexpr (DENSE) {
+      group_comoment_update<GROUP, CHUNKS>(at.seat, static_cast<int>(c_.dim),
+                                           p_.window_mean + at.chain * c_.dim,
+                                           p_.window_m2 + at.chain * c_.dim * c_.dim, q, inv_count,
+                                           mass.scratch);
+    } else {
 #pragma unroll
-    for (int k = 0; k < CHUNKS; ++k) {
-      const int64_t j0 = at.seat.chunk_start(k, GROUP);
+      for (int k = 0; k < CHUNKS; ++k) {
+        const int64_t j0 = at.seat.chunk_start(k, GROUP);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (j0 + e >= c_.dim) continue;
-        const int64_t at_j = at.chain * c_.dim + j0 + e;
-        welford_update(p_.window_mean[at_j], p_.window_m2[at_j], static_cast<double>(q[k][e]),
-                       inv_count);
+        for (int e = 0; e < 4; ++e) {
+          if (j0 + e >= c_.dim) continue;
+          const int64_t at_j = at.chain * c_.dim + j0 + e;
+          welford_update(p_.window_mean[at_j], p_.window_m2[at_j], static_cast<double>(q[k][e]),
+                         inv_count);
+        }
       }
     }
   }
@@ -367,13 +389,13 @@ struct PooledBlocksPerSm {
   static constexpr int value = 1;
 };
 
-template <class Target, int GROUP, int CHUNKS>
+template <class Target, int GROUP, int CHUNKS, bool DENSE = false>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
                                   CHUNKS == 1 ? PooledBlocksPerSm<Target>::value : 1)
     warmup_pooled_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
   __shared__ double scratch[GroupGeometry<GROUP>::kThreads / kWarp];
   cg::grid_group grid = cg::this_grid();
-  PooledWarmup<Target, GROUP, CHUNKS> warmup(target, p, scratch);
+  PooledWarmup<Target, GROUP, CHUNKS, DENSE> warmup(target, p, scratch);
   double step_size = p.chains.step_size[0];
   DualAveraging averaging = p.dual_averaging[0];
   ChEESState chees = p.chees != nullptr ? *p.chees : ChEESState{};
@@ -394,7 +416,7 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
                                           step_size);
     }
     if (p.chees != nullptr) warmup.adapt_trajectory_length(grid, chees, step_size);
-    if (p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {
+    if (!DENSE && p.adapt_mass_matrix && ends_slow_window(p.windows, i)) {
       const SlowWindow window = slow_window_of(p.windows, i);
       warmup.update_inverse_mass(grid, static_cast<double>(i - window.start + 1));
     }
@@ -408,32 +430,37 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
 
 }  // namespace pooled_warmup
 
-template <class Target>
+// DENSE: the shapes of dims up to kMaxDenseMassDim only (cudaErrorInvalidValue for another, which
+// the op's checks exclude).
+template <class Target, bool DENSE = false>
 cudaError_t launch_warmup_pooled(const Target& target,
                                  const WarmupParams<typename Target::Scalar>& p,
                                  cudaStream_t stream) {
   using scalar_t = typename Target::Scalar;
-  cudaError_t status = cudaSuccess;
+  cudaError_t status = cudaErrorInvalidValue;
   with_chain_shape<Target>(p.chains.dim, [&](auto group, auto chunks) {
     constexpr int G = decltype(group)::value, C = decltype(chunks)::value;
-    const auto kernel = pooled_warmup::warmup_pooled_kernel<Target, G, C>;
-    // A tile is a block's chains (the host sized the scratch by the same choice).
-    const ChainBlock block = chain_launch_block<Target>(p.chains);
-    const int64_t tiles = (p.chains.batch + block.chains - 1) / block.chains;
-    const size_t shared = ((p.chains.dim + 3) / 4 * 4) * sizeof(scalar_t) +
-                          target_shared_bytes<Target>(p.chains.dim, block.chains);
-    int per_sm = 0;
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.threads, shared);
-    if (status != cudaSuccess) return;
-    const int64_t resident = static_cast<int64_t>(per_sm) * p.chains.sm_count;
-    if (resident == 0) {
-      status = cudaErrorCooperativeLaunchTooLarge;
-      return;
+    if constexpr (!DENSE || kDenseMassShape<Target, G, C>) {
+      const auto kernel = pooled_warmup::warmup_pooled_kernel<Target, G, C, DENSE>;
+      // A tile is a block's chains (the host sized the scratch by the same choice).
+      const ChainBlock block = chain_launch_block<Target>(p.chains);
+      const int64_t tiles = (p.chains.batch + block.chains - 1) / block.chains;
+      const size_t shared = ((p.chains.dim + 3) / 4 * 4) * sizeof(scalar_t) +
+                            target_shared_bytes<Target>(p.chains.dim, block.chains);
+      int per_sm = 0;
+      status =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.threads, shared);
+      if (status != cudaSuccess) return;
+      const int64_t resident = static_cast<int64_t>(per_sm) * p.chains.sm_count;
+      if (resident == 0) {
+        status = cudaErrorCooperativeLaunchTooLarge;
+        return;
+      }
+      const dim3 blocks(static_cast<unsigned>(tiles < resident ? tiles : resident));
+      void* args[] = {const_cast<Target*>(&target), const_cast<WarmupParams<scalar_t>*>(&p)};
+      status = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks,
+                                           dim3(block.threads), args, shared, stream);
     }
-    const dim3 blocks(static_cast<unsigned>(tiles < resident ? tiles : resident));
-    void* args[] = {const_cast<Target*>(&target), const_cast<WarmupParams<scalar_t>*>(&p)};
-    status = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks,
-                                         dim3(block.threads), args, shared, stream);
   });
   return status;
 }

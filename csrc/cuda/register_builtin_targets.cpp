@@ -1,5 +1,5 @@
 // Registers the built-in targets' CUDA launchers (csrc/targets.def) at load; builtin_*.cu
-// instantiate them.
+// instantiate them (builtin_dense_*.cu those with a dense mass).
 #include "../math/targets/builtin.h"
 #include "../ops/target_registry.h"
 #include "chain_launchers.h"
@@ -12,6 +12,8 @@ bool register_cuda() {
   TargetEntry entry = target_entry<Target>();
   set_cuda_launchers<Target<float>>(entry.f32);
   set_cuda_launchers<Target<double>>(entry.f64);
+  set_cuda_dense_launchers<Target<float>>(entry.f32);
+  set_cuda_dense_launchers<Target<double>>(entry.f64);
   register_target(entry);
   return true;
 }

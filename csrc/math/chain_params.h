@@ -16,7 +16,7 @@
 namespace fused_hmc {
 
 // Bumped whenever a struct below changes, so a stale compiled user module is refused.
-constexpr int kChainParamsVersion = 8;
+constexpr int kChainParamsVersion = 9;
 
 // Rows can be read 16 bytes at a time when every row starts 16-byte aligned.
 inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
@@ -25,7 +25,8 @@ inline bool rows_vectorizable(const void* base, int64_t dim, int64_t itemsize) {
 
 // The chains of a call: state q [B, d] (contiguous, read and written), step_size [G] float64 and
 // inv_mass [G, d] (G = 1: shared by all chains, or B; with dense_mass [G, d, d], each group's
-// Cholesky factor L of M^-1 = L L^T: math/hmc/dense_mass.h; CPU only), the jitter, the leapfrog
+// Cholesky factor L of M^-1 = L L^T: math/hmc/dense_mass.h, and on CUDA each chain's float64
+// scratch row dense_scratch [B, 2 d], cuda/lane_dense_mass.cuh), the jitter, the leapfrog
 // steps (num_steps, or trajectory_steps of trajectory_length capped by num_steps), the philox
 // stream (chain b is stream chain chain_offset + b) and the transitions [first_transition,
 // + num_transitions);
@@ -37,6 +38,7 @@ struct ChainBatch {
   double* step_size;
   scalar_t* inv_mass;
   bool dense_mass;
+  double* dense_scratch;  // CUDA with a dense mass; else null
   int64_t groups;
   double jitter;
   int num_steps;

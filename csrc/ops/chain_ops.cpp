@@ -15,6 +15,7 @@
 #include "../transition_request.h"
 #include "chain_request.h"
 #include "cuda_backend.h"
+#include "dense_window_end.h"
 #include "target_registry.h"
 
 namespace fused_hmc {
@@ -121,13 +122,25 @@ Launcher require(Launcher launcher, const ChainRequest& r, const char* backend) 
 const CudaBackend& cuda_for(const ChainRequest& r, const char* op, int& sm_count) {
   const CudaBackend* cuda = cuda_backend();
   FHMC_CHECK_VALUE(cuda != nullptr, "fused_hmc was built without its CUDA kernels");
-  FHMC_CHECK_VALUE(!r.dense_mass(), "a dense inv_mass [G, d, d] runs on the CPU only for now; "
-                   "pass a diagonal inv_mass [G, d] on CUDA, or run the chains on the CPU");
   check_dim_supported(r.q, kMaxCudaDim, "CUDA");
   check_batch_launchable(r.q);
   cuda->check_not_capturing(op);
   sm_count = cuda->sm_count(r.q.get_device());
   return *cuda;
+}
+
+// A dense mass's launcher on CUDA (compiled apart: target_registry.h), and the chains' scratch
+// rows (cuda/lane_dense_mass.cuh), which `scratch` keeps alive.
+template <typename Launcher, typename scalar_t>
+Launcher dense_launcher(Launcher launcher, const ChainRequest& r, ChainBatch<scalar_t>& c,
+                        Tensor& scratch) {
+  FHMC_CHECK_VALUE(launcher != nullptr, "target \"", r.target->name, "\" has no CUDA kernels "
+                   "with a dense mass for ", dtype_name(r.q.scalar_type()), " (a CppTarget or "
+                   "TorchModel builds them when a run asks for mass_matrix=\"dense\"); pass a "
+                   "diagonal inv_mass [G, d]");
+  scratch = at::empty({c.batch, 2 * c.dim}, r.q.options().dtype(at::kDouble));
+  c.dense_scratch = scratch.data_ptr<double>();
+  return launcher;
 }
 
 template <typename scalar_t>
@@ -139,7 +152,36 @@ void launch_sampling(const SampleRequest& r, const Tensor& inv_mass,
     return;
   }
   const CudaBackend& cuda = cuda_for(r.chains, "sample", p.chains.sm_count);
-  cuda.check_launch(require(l.sample_cuda, r.chains, "CUDA")(t, p, cuda.current_stream()));
+  if (!p.chains.dense_mass) {
+    cuda.check_launch(require(l.sample_cuda, r.chains, "CUDA")(t, p, cuda.current_stream()));
+    return;
+  }
+  FHMC_CHECK_VALUE(!r.trajectory_record, "trajectory_record with a dense inv_mass runs on the CPU "
+                   "only for now (a ChEES warm-up pooled over processes); pass a diagonal one");
+  Tensor scratch;
+  const auto sample = dense_launcher(l.sample_dense_cuda, r.chains, p.chains, scratch);
+  cuda.check_launch(sample(t, p, cuda.current_stream()));
+}
+
+// A dense warm-up on CUDA, in parts that each end at a slow window's end or at the call's end:
+// after each window the host estimates the new factors (dense_window_end.h).
+template <typename scalar_t, typename Launcher>
+void launch_dense_warmup(const WarmupRequest& r, WarmupParams<scalar_t> p, Launcher warmup,
+                         const CudaBackend& cuda) {
+  const int64_t first = p.chains.first_transition, end = first + p.chains.num_transitions;
+  for (int64_t start = first, t = first; t < end; ++t) {
+    const int64_t i = t - p.warmup_start;
+    const bool window_end = p.adapt_mass_matrix && ends_slow_window(p.windows, i);
+    if (!window_end && t != end - 1) continue;
+    p.chains.first_transition = start;
+    p.chains.num_transitions = t + 1 - start;
+    cuda.check_launch(warmup(p, cuda.current_stream()));
+    if (window_end) {
+      const double draws = static_cast<double>(i - slow_window_of(p.windows, i).start + 1);
+      end_dense_window(r.chains.inv_mass, r.window_mean, r.window_m2, draws, pools_chains(p));
+    }
+    start = t + 1;
+  }
 }
 
 template <typename scalar_t>
@@ -153,7 +195,10 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
   const CudaBackend& cuda = cuda_for(r.chains, "warmup", p.chains.sm_count);
   FHMC_CHECK_VALUE(!r.gradient_mass_estimate, "gradient_mass_estimate runs on the CPU only for "
                    "now; estimate the mass from the draws alone on CUDA, or warm up on the CPU");
-  const auto warmup = require(l.warmup_cuda, r.chains, "CUDA");
+  Tensor dense_scratch;
+  const auto warmup = p.chains.dense_mass
+                          ? dense_launcher(l.warmup_dense_cuda, r.chains, p.chains, dense_scratch)
+                          : require(l.warmup_cuda, r.chains, "CUDA");
   // the pooled kernel's scratch, no sync
   Tensor tile_accept, tile_moments, log_variance_sum, chees, carried_force;
   if (pools_chains(p)) {
@@ -163,7 +208,7 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
     const auto f64 = r.chains.q.options().dtype(at::kDouble);
     tile_accept = at::empty({2 * tiles}, f64);
     p.tile_accept = tile_accept.data_ptr<double>();
-    if (r.adapt_mass_matrix) {
+    if (r.adapt_mass_matrix && !p.chains.dense_mass) {
       tile_moments = at::empty({tiles * p.chains.dim}, f64);
       log_variance_sum = at::empty({p.chains.dim}, f64);
       p.tile_moments = tile_moments.data_ptr<double>();
@@ -182,6 +227,12 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
       carried_force = at::empty({p.chains.batch * (p.chains.dim + 1)}, r.chains.q.options());
       p.carried_force = carried_force.data_ptr<scalar_t>();
     }
+  }
+  if (p.chains.dense_mass) {
+    launch_dense_warmup(r, p, [&](const WarmupParams<scalar_t>& part, void* stream) {
+      return warmup(t, part, stream);
+    }, cuda);
+    return;
   }
   cuda.check_launch(warmup(t, p, cuda.current_stream()));
 }

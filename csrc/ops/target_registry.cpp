@@ -24,6 +24,8 @@ void merge(ChainLaunchers<scalar_t>& into, const ChainLaunchers<scalar_t>& from)
   if (from.sample_cuda) into.sample_cuda = from.sample_cuda;
   if (from.warmup_cuda) into.warmup_cuda = from.warmup_cuda;
   if (from.cuda_pooled_tile_chains) into.cuda_pooled_tile_chains = from.cuda_pooled_tile_chains;
+  if (from.sample_dense_cuda) into.sample_dense_cuda = from.sample_dense_cuda;
+  if (from.warmup_dense_cuda) into.warmup_dense_cuda = from.warmup_dense_cuda;
 }
 
 }  // namespace

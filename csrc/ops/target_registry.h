@@ -23,6 +23,10 @@ struct ChainLaunchers {
   // cuda_pooled_tile_chains chains).
   int (*warmup_cuda)(const TargetTensors&, const WarmupParams<scalar_t>&, void* stream);
   int64_t (*cuda_pooled_tile_chains)(const ChainBatch<scalar_t>&);
+  // The same with a dense mass (inv_mass [G, d, d]), compiled apart: the built-in targets' in
+  // their own units, a user's module only when a run asks for one (fused_hmc.CppTarget).
+  int (*sample_dense_cuda)(const TargetTensors&, const SamplingParams<scalar_t>&, void* stream);
+  int (*warmup_dense_cuda)(const TargetTensors&, const WarmupParams<scalar_t>&, void* stream);
 };
 
 struct TargetEntry {

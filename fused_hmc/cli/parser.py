@@ -70,8 +70,7 @@ def _add_sample_parser(sub) -> None:
          help="leapfrog step size eps (with --warmup: the initial one, eps0)")
     flag("--mass-matrix", choices=("diagonal", "dense"), default="diagonal",
          help="the inverse mass warm-up adapts (Stan's diag_e or dense_e, per chain or "
-              "--pooled; docs/MASS_MATRIX.md): dense needs dim <= 128 and --device cpu "
-              "(default: diagonal)")
+              "--pooled; docs/MASS_MATRIX.md): dense needs dim <= 128 (default: diagonal)")
     flag("--mass-estimator", choices=("draws", "gradients"), default="draws",
          help="what a slow window's inverse mass is estimated from: the draws (Stan's) or the "
               "draws and the gradients at them (nutpie's; needs --device cpu; "

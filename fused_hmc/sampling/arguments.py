@@ -162,7 +162,7 @@ MASS_MATRICES = ("diagonal", "dense")
 
 
 def check_mass_matrix(mass_matrix, chains: Chains) -> str:
-    """"diagonal" or "dense" (csrc/math/hmc/dense_mass.h: d <= kMaxDenseMassDim, CPU only)."""
+    """"diagonal" or "dense" (csrc/math/hmc/dense_mass.h: d <= kMaxDenseMassDim)."""
     if mass_matrix not in MASS_MATRICES:
         raise ValueError(f"mass_matrix must be one of {MASS_MATRICES}, got {mass_matrix!r}")
     if mass_matrix == "dense":
@@ -172,9 +172,6 @@ def check_mass_matrix(mass_matrix, chains: Chains) -> str:
         if chains.dim > limit:
             raise ValueError(f"mass_matrix='dense' supports dim <= {limit}, got dim "
                              f"{chains.dim}; use mass_matrix='diagonal'")
-        if chains.device.type != "cpu":
-            raise ValueError("mass_matrix='dense' runs on the CPU only for now (the CUDA kernels "
-                             f"take a diagonal mass); q0 is on {chains.device}")
     return mass_matrix
 
 

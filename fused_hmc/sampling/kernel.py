@@ -3,7 +3,7 @@
 compiled (:class:`fused_hmc.CppTarget`).
 
 A target of :mod:`fused_hmc.targets` (or a CppTarget), a step size and an inverse mass per chain
-(or shared by all), diagonal or dense (CPU; the op then carries each mass's Cholesky factor,
+(or shared by all), diagonal or dense (the op then carries each mass's Cholesky factor,
 :func:`dense_factor`; csrc/math/hmc/dense_mass.h), step-size jitter, and warm-up adaptation whose whole state
 (:class:`AdaptationState`) lives in tensors on the chains' device and is updated inside the op,
 so warm-up needs no host round trip per transition. N(mu, I) with one step size and unit mass is
@@ -94,7 +94,9 @@ class ChainKernel:
                  key: int, chain_offset: int, settings: WarmupSettings, warmup_start: int,
                  trajectory_length: float | None = None, max_leapfrog_steps: int = 1000,
                  pool_over=None):
-        self.target_name = target.op_name(q.dtype, q.device, chains=q.shape[0])
+        self.target_name = target.op_name(
+            q.dtype, q.device, chains=q.shape[0],
+            dense_mass=inverse_mass is not None and inverse_mass.dim() == 3)
         # The CUDA threads a chain of a rows-form CppTarget takes (the draws do not depend on
         # them); None for the other targets.
         self.lanes = target.lanes_for(q.shape[0], q.device) if hasattr(target, "lanes_for") \

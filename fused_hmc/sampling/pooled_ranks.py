@@ -18,7 +18,7 @@ the statistics must meet outside it. Each warm-up transition is then three steps
 (csrc/math/adaptation/warmup_update.h) to the step size, dual averaging, ChEES state and inverse
 mass, identically on every rank.
 
-A dense mass (``mass_matrix="dense"``, CPU) folds each chain's state into its window co-moments
+A dense mass (``mass_matrix="dense"``, CPU chains only) folds each chain's state into its window co-moments
 after the sample op (the warmup op's fold, csrc/math/hmc/dense_mass.h, through a binding), and at
 a slow window's end every rank gathers every rank's window means and co-moments (B d (d + 1)
 numbers) and forms the pooled covariance from them, as the one-process kernel forms it from the
@@ -66,6 +66,10 @@ class RankPooledWarmup:
         self._transition = chain_statistics.zeros(chains, device)
         self._scratch = (torch.zeros(chains, dim, **f64), torch.zeros(chains, dim, **f64))
         self._dense = kernel.dense
+        if self._dense and device.type != "cpu":
+            raise ValueError("mass_matrix='dense' with a pooled warm-up over a process_group runs "
+                             f"on the CPU only for now; the chains are on {device}: warm up per "
+                             "chain (pooled=False), or use mass_matrix='diagonal'")
         self._ok = torch.ones(1, **f64)
         self._failure: Exception | None = None  # this rank's, until the next check point
         self._chees = (ChEESRecord(chains, dim, device) if kernel.state.chees is not None

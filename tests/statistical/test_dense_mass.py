@@ -5,7 +5,7 @@ Sigma = D R D with R the AR(1) correlation rho^|i - j|, rho = 0.99 (every entry 
 largest correlation 0.99), and D = diag(exp(a s_i)), s evenly spaced in [-1, 1], a chosen so that
 cond(Sigma) = 1e4 exactly. Chains start at exact draws from N(0, Sigma) (fixed seed), so there is
 no burn-in to bias the draws; warm-up adapts one dense mass and step size for all chains (pooled)
-or one per chain.
+or one per chain; on the CPU and on CUDA.
 
 1. The draws recover Sigma. Whitened by Sigma's own Cholesky factor (y = L^-1 x, y ~ N(0, I)),
    each chain's average m_b of y_j and of y_j y_k (j <= k) over its draws has expectation 0 and
@@ -68,18 +68,18 @@ def sigma():
 
 
 @pytest.mark.parametrize("pooled", [True, False])
-def test_a_dense_gaussian_is_recovered(sigma, pooled):
+def test_a_dense_gaussian_is_recovered(sigma, pooled, device):
     factor = torch.linalg.cholesky(sigma)
     g = torch.Generator().manual_seed(2026)
     q0 = torch.randn(CHAINS, D, dtype=torch.float64, generator=g) @ factor.T
     target = DenseGaussian(torch.zeros(D, dtype=torch.float64), torch.linalg.inv(sigma))
-    res = fused_hmc.sample(q0, DRAWS, target=target, mass_matrix="dense", num_warmup=WARMUP,
-                           pooled=pooled, num_leapfrog_steps=8, jitter=0.2, seed=32,
-                           progress=False)
+    res = fused_hmc.sample(q0.to(device), DRAWS, target=target, mass_matrix="dense",
+                           num_warmup=WARMUP, pooled=pooled, num_leapfrog_steps=8, jitter=0.2,
+                           seed=32, progress=False)
     assert bool((res.mass_factorization_failures == 0).all())
 
     # 1. the draws
-    y = torch.linalg.solve_triangular(factor, res.samples.reshape(-1, D).T, upper=False).T
+    y = torch.linalg.solve_triangular(factor, res.samples.cpu().reshape(-1, D).T, upper=False).T
     y = y.reshape(CHAINS, DRAWS, D)
     j, k = torch.triu_indices(D, D)
     products = y[..., j] * y[..., k]
@@ -96,7 +96,7 @@ def test_a_dense_gaussian_is_recovered(sigma, pooled):
     tau = 2 * max(tau, 1.0)
     n_eff = LAST_WINDOW * (CHAINS if pooled else 1) / tau
     delta = 2 * math.sqrt(D / n_eff) + D / n_eff + 6 * math.sqrt(2 / n_eff) + 4 * tau / LAST_WINDOW
-    c = res.inverse_mass.double()[: 1 if pooled else CHAINS]
+    c = res.inverse_mass.cpu().double()[: 1 if pooled else CHAINS]
     whitened = torch.linalg.solve_triangular(
         factor, torch.linalg.solve_triangular(factor, c, upper=False).mT, upper=False)
     eig = torch.linalg.eigvalsh(0.5 * (whitened + whitened.mT))

@@ -91,7 +91,7 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     chees = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
                              **CHEES)
     saved["chees"] = {name: getattr(chees, name) for name in CHEES_NAMES}
-    if device == "cpu":  # a dense mass runs on the CPU only
+    if device == "cpu":  # a dense mass pooled over ranks runs on the CPU only
         for key, options in (("dense", DENSE), ("dense_per_chain", DENSE_PER_CHAIN)):
             dense = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group,
                                      target=dense_target(), **options)

@@ -20,6 +20,8 @@ import fused_hmc
 from fused_hmc import CppTarget, cpp_build
 from fused_hmc.cpp_target import CHECK_ULPS, CppCheckError, CppCompileError
 
+from ._helpers import run_op
+
 # posteriordb eight_schools data (shared/posteriordb/eight_schools-eight_schools_noncentered.json).
 Y = [28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]
 SIGMA = [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]
@@ -451,3 +453,29 @@ def test_cuda_equals_cpu(dtype):
     assert torch.allclose(target.log_density(x.cuda()).cpu(), cpu_value.to(dtype))
     report = target.check(n=64, dtype=dtype, device="cuda")
     assert max(report.worst_value, report.worst_gradient, report.worst_dual_vs_hand) < 1
+
+
+@pytest.mark.cuda
+def test_a_dense_mass_on_cuda_builds_its_kernels_and_agrees_with_cpu():
+    """A CUDA run with mass_matrix="dense" builds the module that has the dense kernels (the
+    plain module has none, and its op says so); its warm-up of a pooled dense mass (two slow
+    windows, the step size fixed) and draws agree with the CPU's to rounding (device and host
+    libm round exp in their own last bits)."""
+    target = CppTarget(SOURCE, DIM, data=data())
+    q0 = torch.randn(64, DIM, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    kw = dict(target=target, mass_matrix="dense", num_warmup=40, adapt_windows=(5, 10, 5),
+              adapt_step_size=False, step_size=0.3, pooled=True, seed=6, progress=False)
+    cpu, cuda = [fused_hmc.sample(q0.to(device), 10, **kw) for device in ("cpu", "cuda")]
+    torch.testing.assert_close(cuda.inverse_mass.cpu(), cpu.inverse_mass, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(cuda.samples.cpu(), cpu.samples, rtol=1e-7, atol=1e-9)
+    assert not torch.equal(cpu.inverse_mass[0], torch.eye(DIM, dtype=torch.float64))
+    cuda_device = torch.device("cuda")
+    plain = target.op_name(torch.float64, cuda_device, chains=64)
+    assert plain != target.op_name(torch.float64, cuda_device, chains=64, dense_mass=True)
+    q = q0[:2].cuda()
+    with pytest.raises(ValueError, match="has no CUDA kernels with a dense mass"):
+        run_op(q, plain, target.op_tensors(q.dtype, q.device), target.op_scalars(),
+               torch.full((1,), 0.3, dtype=torch.float64, device="cuda"),
+               torch.eye(DIM, dtype=torch.float64, device="cuda")[None], 0.0, 4, 1, 0, 0, 1,
+               mean=torch.zeros(2, DIM, dtype=torch.float64, device="cuda"),
+               m2=torch.zeros(2, DIM, dtype=torch.float64, device="cuda"))

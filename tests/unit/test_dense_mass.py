@@ -385,13 +385,6 @@ def test_the_op_names_a_bad_dense_argument():
                m2=torch.zeros(1, big, **f64))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_refuses_a_dense_mass():
-    q = torch.randn(2, 3, device="cuda")
-    with pytest.raises(ValueError, match="CPU only"):
-        fused_hmc.Sampler(q, mass_matrix="dense")
-
-
 def test_pooled_update_factorises_a_pooled_covariance():
     """The pooled_update op with a dense factor [1, d, d] and a covariance [d, d] (the rank-pooled
     warm-up's window end): Stan's dense_e regularisation for the draws counted, factorised."""

@@ -108,7 +108,7 @@ def _chain_ops(device, dtype):
             sample.append(((q.clone(), *head, 3, 1, _statistics(device)),
                            dict(chees=_chees_state(device), trajectory_record=record,
                                 **_moments(device))))
-        if device == "cpu" and i < 3:  # a dense mass (CPU only): its factors [G, d, d]
+        if i < 3:  # a dense mass: its factors [G, d, d]
             factor = (torch.eye(D, dtype=dtype, device=device) * 0.9).expand(
                 groups, D, D).contiguous()
             dense_head = (name, tensors, [], step, factor, 0.2, 4, 7, 0)
@@ -117,6 +117,8 @@ def _chain_ops(device, dtype):
             warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
                            dict(adaptation,
                                 window_m2=torch.zeros(B, D, D, device=device, **_F64))))
+            if device != "cpu":  # the estimate from the gradients is the CPU's only
+                continue
             # the inverse mass from the draws and the gradients: windows [2, B, ...]
             warmup.append(((q.clone(), *dense_head, 0, 20, _statistics(device)),
                            dict(adaptation, gradient_mass_estimate=True,

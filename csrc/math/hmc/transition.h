@@ -261,7 +261,7 @@ template <class Leapfrog, class Group, class Mass, class Row, typename scalar_t,
 FHMC_HD void drift_row(const Group& group, const Mass& mass, Row& x, const Row& p,
                        scalar_t eps, Moving moving) {
   if constexpr (kDenseMass<Mass>) {
-    const scalar_t* v = mass.velocity_row(p);
+    const auto v = mass.velocity_row(p);  // a pointer to a row (CPU), or the group's row (CUDA)
     group.each([&](auto i) {
       x[i] = where(moving, Leapfrog::drift(x[i], v[i], UnitMass{}, eps), x[i]);
     });
@@ -272,10 +272,20 @@ FHMC_HD void drift_row(const Group& group, const Mass& mass, Row& x, const Row& 
   }
 }
 
+// A dense mass's row of the kinetic change's coefficients C (p1 + p0) (kinetic_row), or nothing.
+template <class Mass, class Row>
+FHMC_HD auto dense_kinetic_row(const Mass& mass, const Row& p0, const Row& p_end) {
+  if constexpr (kDenseMass<Mass>) {
+    return mass.kinetic_row(p0, p_end);
+  } else {
+    return nullptr;
+  }
+}
+
 // The kinetic change's coefficient of coordinate i: the mass's M^-1_ii, or a dense mass's
 // (C (p1 + p0))_i from its kinetic row (dense_mass.h).
-template <class Mass, typename Index, typename scalar_t>
-FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const scalar_t* dense_row) {
+template <typename scalar_t, class Mass, typename Index, class DenseRow>
+FHMC_HD auto kinetic_coefficient(const Mass& mass, Index i, const DenseRow& dense_row) {
   if constexpr (kDenseMass<Mass>) {
     return DenseKineticCoefficient<scalar_t>{dense_row[i]};
   } else {
@@ -347,25 +357,30 @@ FHMC_HD TransitionDecision<scalar_t> transition(
   group.each([&](auto i) { w.p[i] = Leapfrog::kick(w.p[i], w.f[i], steps.half_eps); });
   if (record.active() && group.live()) {
     using Wide = lane_double_t<scalar_t>;
-    const scalar_t* velocity = nullptr;
-    if constexpr (kDense) velocity = mass.velocity_row(w.p);
-    group.each_chunk([&](const auto& chunk) {
-      chunk.each([&](auto i, int64_t j) {
-        const scalar_t start = Target::kShifted ? q[i] - mu[i] : q[i];
-        scalar_t v;
-        if constexpr (kDense) {
-          v = velocity[i];
-        } else {
-          v = mul_rn(mass.inverse(i), w.p[i]);
-        }
-        record.write(j, static_cast<Wide>(start), static_cast<Wide>(w.x[i]), static_cast<Wide>(v));
+    const auto write = [&](const auto& velocity) {
+      group.each_chunk([&](const auto& chunk) {
+        chunk.each([&](auto i, int64_t j) {
+          const scalar_t start = Target::kShifted ? q[i] - mu[i] : q[i];
+          scalar_t v;
+          if constexpr (kDense) {
+            v = velocity[i];
+          } else {
+            v = mul_rn(mass.inverse(i), w.p[i]);
+          }
+          record.write(j, static_cast<Wide>(start), static_cast<Wide>(w.x[i]),
+                       static_cast<Wide>(v));
+        });
       });
-    });
+    };
+    if constexpr (kDense) {
+      write(mass.velocity_row(w.p));
+    } else {
+      write(nullptr);
+    }
   }
   // The kinetic change's coefficient of coordinate i: M^-1_ii, or a dense mass's (C (p1 + p0))_i
   // (dense_mass.h's DenseKineticCoefficient), formed before p's flip below.
-  const scalar_t* dense_kinetic = nullptr;
-  if constexpr (kDense) dense_kinetic = mass.kinetic_row(w.p0, w.p);
+  const auto dense_kinetic = dense_kinetic_row(mass, w.p0, w.p);
 
   // A group may recompute a coordinate target's forces at x0 and x here rather than hold them
   // through the trajectory (fewer live registers).
@@ -376,6 +391,7 @@ FHMC_HD TransitionDecision<scalar_t> transition(
     scalar_t partial = scalar_t(0);
     chunk.each([&](auto i, int64_t j) {
       w.p[i] = -w.p[i];
+      const auto kinetic = kinetic_coefficient<scalar_t>(mass, i, dense_kinetic);
       if constexpr (Target::kQuadratic) {
         const scalar_t x0 = Target::kShifted ? q[i] - mu[i] : q[i];
         scalar_t force0 = w.f0[i], force1 = w.f[i];
@@ -384,10 +400,9 @@ FHMC_HD TransitionDecision<scalar_t> transition(
           force1 = group.local_force(target, mass, i, j, w.x[i]);
         }
         partial += Leapfrog::energy_change_twice(x0, force0, w.p0[i], w.x[i], force1, w.p[i],
-                                                 kinetic_coefficient(mass, i, dense_kinetic));
+                                                 kinetic);
       } else {
-        partial += kinetic_change_twice(w.p0[i], w.p[i],
-                                        kinetic_coefficient(mass, i, dense_kinetic));
+        partial += kinetic_change_twice(w.p0[i], w.p[i], kinetic);
       }
     });
     change.add(chunk, partial);
