@@ -2,8 +2,9 @@
 so that .ci/compile_cuda.py --user-kernels compiles them: the kernels users' models run in (one
 thread a chain, duals; a chain over lanes, a hand-written gradient; code that TorchModel generates
 from the models' torch forms, one thread a chain and in the rows form over lanes; block lanes,
-a block of up to 256 threads a chain over data of 65,536 rows and more), which the extension's
-own sources do not instantiate. Run with the CPU venv (it needs the package); nothing is compiled here.
+a block of up to 256 threads a chain over data of 65,536 rows and more; a dense mass's kernels),
+which the extension's own sources do not instantiate. Run with the CPU venv (it needs the
+package); nothing is compiled here.
 Usage: python .ci/generate_user_kernels.py OUT_DIR
 """
 from __future__ import annotations
@@ -31,6 +32,9 @@ TORCH_MODULES = (("eight_schools", torch.float32), ("diamonds", torch.float64))
 # smallest block) and on one lane (256 partials and their 8-level stack of gradients in one
 # thread: the most registers; its spills are reported, not failed, as every user kernel's).
 BLOCK_LANES = (256, 64, 1)
+# The kernels of a dense mass (the second module a run with mass_matrix="dense" builds): diamonds'
+# direct form, the model a dense mass serves, on lanes="auto"'s 16 lanes.
+DENSE_MODULES = (("diamonds", {"qr": False}, torch.float64, 16),)
 
 
 def write(out: Path, label: str, spec) -> None:
@@ -52,6 +56,10 @@ def main() -> None:
             4096, H200_SMS, target.data_rows)
         spec = target.build_spec(dtype, "cuda", lanes)
         write(out, f"{name}_torch_{spec.scalar}_lanes{lanes}", spec)
+    for name, options, dtype, lanes in DENSE_MODULES:
+        target = getattr(models, name)(**options).target(gradient=True)
+        spec = target.build_spec(dtype, "cuda", lanes, dense_mass=True)
+        write(out, f"{name}_direct_hand_{spec.scalar}_lanes{lanes}_dense", spec)
     block = models.logistic_regression(n=BLOCK_ROWS).torch_form().model()
     assert block.row_partials == 256, block.row_partials
     for lanes in BLOCK_LANES:

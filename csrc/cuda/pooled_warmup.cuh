@@ -389,9 +389,10 @@ struct PooledBlocksPerSm {
   static constexpr int value = 1;
 };
 
+// (A dense mass's kernel keeps the compiler's register count: capped, it spilled.)
 template <class Target, int GROUP, int CHUNKS, bool DENSE = false>
 __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
-                                  CHUNKS == 1 ? PooledBlocksPerSm<Target>::value : 1)
+                                  CHUNKS == 1 && !DENSE ? PooledBlocksPerSm<Target>::value : 1)
     warmup_pooled_kernel(const Target target, const WarmupParams<typename Target::Scalar> p) {
   __shared__ double scratch[GroupGeometry<GROUP>::kThreads / kWarp];
   cg::grid_group grid = cg::this_grid();

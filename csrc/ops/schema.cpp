@@ -31,7 +31,7 @@ TORCH_LIBRARY(fused_hmc, m) {
   // with its data tensors and target_scalars), tensors contiguous in q's dtype (a CppTarget's
   // integer data int64) on q's device. step_size [G] float64 and inv_mass [G, d] (q's dtype, > 0),
   // G = 1 (shared by all chains) or G = B (chain b uses row b); when sampling, inv_mass may be
-  // empty: the unit mass, compiled away. A dense inverse mass (CPU only, d <= kMaxDenseMassDim) is
+  // empty: the unit mass, compiled away. A dense inverse mass (d <= kMaxDenseMassDim) is
   // inv_mass [G, d, d], each group's lower Cholesky factor L of M^-1 = L L^T (math/hmc/dense_mass.h:
   // p = L^-T z, q += eps_t L L^T p, kinetic energy 0.5 p^T L L^T p); the warmup op then keeps the
   // window's co-moments in window_m2 [B, d, d] and sets L from the window's regularised covariance
@@ -116,7 +116,7 @@ TORCH_LIBRARY(fused_hmc, m) {
   // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
   // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
   // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive;
-  // for a dense inv_mass [1, d, d] (CPU), variance [d, d] is the pooled covariance
+  // for a dense inv_mass [1, d, d] (CPU tensors only), variance [d, d] is the pooled covariance
   // (math/hmc/dense_mass.h's pooled_dense_covariance), regularised and factorised into inv_mass
   // (kept when not positive definite).
   // num_warmup, windows, adapt_mass_matrix: the warmup op's (they place the dual averaging's
