@@ -4,9 +4,11 @@
 # test_block_lanes' generated modules), the CUDA tests of the dense mass and of what it touched,
 # then diamonds at 4,096 chains: its direct form with the pooled dense mass beside its QR form with
 # the diagonal one (benchmarks/probes/diamonds_dense.py). Logs and JSON go to $OUT.
-# Usage: OUT=dir bash benchmarks/dense_mass_device.sh
+# Usage: OUT=dir [TESTS_S=300] [DEADLINE_S=585] bash benchmarks/dense_mass_device.sh (the benchmark
+# gets what is left until DEADLINE_S seconds after the start).
 set -uo pipefail
 source benchmarks/device_env.sh
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$PWD/.ext}  # kept by a warm machine's next call
 OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
 t0=$SECONDS
 stamp() { echo "$1: rc=$2 at $((SECONDS - t0)) s"; }
@@ -40,7 +42,8 @@ timeout "${TESTS_S:-300}" python3 -m pytest -v -m cuda -p no:cacheprovider -p no
 stamp tests $?
 grep -E " FAILED|^FAILED|^ERROR|passed|failed" "$OUT/tests.log" | tail -25
 
-timeout "${BENCH_S:-200}" python3 benchmarks/probes/diamonds_dense.py --device cuda --chains 4096 \
+bench_s=$(( ${DEADLINE_S:-585} - (SECONDS - t0) )); (( bench_s < 30 )) && bench_s=30
+timeout "$bench_s" python3 benchmarks/probes/diamonds_dense.py --device cuda --chains 4096 \
   --warmup 1000 --draws 1000 --configs qr_diagonal direct_dense_pooled \
   --out "$OUT/diamonds_dense_cuda.json" > "$OUT/diamonds_dense.log" 2>&1
 stamp diamonds $?
