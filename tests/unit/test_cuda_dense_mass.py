@@ -22,7 +22,8 @@ import fused_hmc
 from fused_hmc.sampling.kernel import dense_factor
 from fused_hmc.targets import DenseGaussian
 
-from ._helpers import cuda_cpu_tolerance, run_op
+from ._helpers import run_op
+from .test_cuda_chain_kernels import assert_agree
 from .test_targets import make_target, stat_buffers
 
 pytestmark = pytest.mark.cuda
@@ -45,14 +46,6 @@ def _state(chains, dim, dtype, groups, key):
     step = 0.05 + 0.2 * torch.rand(groups, generator=gen, dtype=torch.float64)
     factor = dense_factor(torch.stack([_spd(dim, key + g) for g in range(groups)]), dtype)
     return q, step, factor
-
-
-def _agree(cpu, cuda, names, dtype):
-    for name, a, b in zip(names, cpu, cuda):
-        if a.is_floating_point():
-            torch.testing.assert_close(b, a, **cuda_cpu_tolerance(dtype), msg=name)
-        else:
-            assert torch.equal(a, b), name
 
 
 def _sample(device, q, target, step, factor, jitter, length):
@@ -78,7 +71,7 @@ def test_dense_sampling_agrees_with_cpu(kind, chains, dim, dtype, per_chain):
     q, step, factor = _state(chains, dim, dtype, chains if per_chain else 1, key=dim)
     args = (target, step, factor, 0.25 if per_chain else 0.0, 1.3 if per_chain else 0.0)
     cpu, cuda = [_sample(device, q, *args) for device in ("cpu", "cuda")]
-    _agree(cpu, cuda, ["q", "samples", "mean", "m2", "accept_count", "accept_prob_sum", "steps"],
+    assert_agree(cpu, cuda, ["q", "samples", "mean", "m2", "accept_count", "accept_prob_sum", "steps"],
            dtype)
     assert int(cpu[4].sum()) > 0
     if per_chain and chains > 3:
@@ -120,11 +113,11 @@ def test_dense_warmup_agrees_with_cpu(kind, chains, dim, dtype, pooled):
     q, step, factor = _state(chains, dim, dtype, 1 if pooled else chains, key=7)
     cpu, cuda = [_warmup(device, q, target, step, factor, [25, 30, 25], (False, True))
                  for device in ("cpu", "cuda")]
-    _agree(cpu, cuda, NAMES, dtype)
+    assert_agree(cpu, cuda, NAMES, dtype)
     assert not torch.equal(cuda[2], factor)  # the factors were estimated
     both = [_warmup(device, q, target, step, factor, [1, 2], (True, True))
             for device in ("cpu", "cuda")]
-    _agree(*both, NAMES, dtype)
+    assert_agree(*both, NAMES, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -135,7 +128,7 @@ def test_dense_chees_warmup_agrees_with_cpu(dtype):
     chees = torch.tensor([8 * step.item(), 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
     cpu, cuda = [_warmup(device, q, target, step, factor, [1, 3], (True, True), chees)
                  for device in ("cpu", "cuda")]
-    _agree(cpu, cuda, NAMES, dtype)
+    assert_agree(cpu, cuda, NAMES, dtype)
     assert cuda[6][6].item() == 4 and cuda[6][0].item() != chees[0].item()
 
 
@@ -151,12 +144,9 @@ def test_the_sampler_warms_up_a_dense_mass_on_cuda():
                                  num_warmup=150, adapt_step_size=False, step_size=0.2,
                                  pooled=pooled, seed=5, progress=False)
                 for device in ("cpu", "cuda")]
-        for name in ("samples", "inverse_mass", "mass_factorization_failures"):
-            a, b = (getattr(r, name).cpu() for r in runs)
-            if a.is_floating_point():
-                torch.testing.assert_close(b, a, **cuda_cpu_tolerance(torch.float64), msg=name)
-            else:
-                assert torch.equal(a, b), name
+        names = ("samples", "inverse_mass", "mass_factorization_failures")
+        assert_agree(*[[getattr(r, name).cpu() for name in names] for r in runs], names,
+                     torch.float64)
 
 
 def test_a_dense_mass_over_process_groups_on_cuda_is_refused():
