@@ -34,7 +34,7 @@ grep -sE "spill|Used [0-9]+ registers" "$OUT"/*.log | grep -i dense | sort | uni
 timeout "${TESTS_S:-300}" python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -rf \
   --timeout 200 --tb=short -n 8 \
   tests/unit/test_cuda_dense_mass.py tests/statistical/test_dense_mass.py \
-  tests/unit/test_cuda_chain_kernels.py tests/unit/test_opcheck.py \
+  tests/unit/test_cuda_chain_kernels.py ${EXTRA_TESTS:-} \
   tests/unit/test_cpp_target.py::test_a_dense_mass_on_cuda_builds_its_kernels_and_agrees_with_cpu \
   tests/unit/test_block_lanes.py::test_generated_draws_are_bit_identical_for_warp_and_block_lanes \
   tests/unit/test_bad_input.py::test_per_chain_chees_runs_on_the_cpu_and_is_refused_on_cuda \

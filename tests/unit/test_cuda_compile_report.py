@@ -60,30 +60,33 @@ CHAIN = "void fused_hmc::chain_kernels::"
 POOLED = "void fused_hmc::pooled_warmup::"
 
 
-def _kernel(prefix, name, target, group, chunks, params, unit_mass=None):
-    """A demangled name as ptxas prints it; the sampling kernel has a unit-mass flag too."""
-    flag = "" if unit_mass is None else f", {str(unit_mass).lower()}"
+def _kernel(prefix, name, target, group, chunks, params, *flags):
+    """A demangled name as ptxas prints it, with the kernel's flags after the shape (the sampling
+    kernel's unit mass; the warm-up kernels' dense mass)."""
+    flag = "".join(f", {str(f).lower()}" for f in flags)
     return (f"{prefix}{name}<fused_hmc::{target}, {group}, {chunks}{flag}>(fused_hmc::{target}, "
             f"fused_hmc::{params})")
 
 
 def test_allowlist_admits_only_the_known_spilling_kernels(tool):
     """The allowlist names the float64 four-chunk shapes of the chain kernels on the built-in
-    Gaussians (templates over the Target since issue 13); float32, one-chunk shapes, compiled
-    user targets and the transition kernel are not admitted."""
+    Gaussians (templates over the Target since issue 13); float32, one-chunk shapes (a dense
+    mass's too), compiled user targets and the transition kernel are not admitted."""
     allow = tool.read_allowlist(ROOT / ".ci" / "cuda_spill_allowlist.txt")
     known = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 4,
                      "SamplingParams<double>", False),
              _kernel(CHAIN, "sampling_kernel", "StandardGaussian<double>", 256, 4,
                      "SamplingParams<double>", True),
              _kernel(CHAIN, "warmup_per_chain_kernel", "StandardGaussian<double>", 256, 4,
-                     "WarmupParams<double>"),
+                     "WarmupParams<double>", False),
              _kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<double>", 128, 4,
-                     "WarmupParams<double>")]
+                     "WarmupParams<double>", False)]
     fresh = [_kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<float>", 256, 4,
                      "SamplingParams<float>", True),
              _kernel(POOLED, "warmup_pooled_kernel", "DenseGaussian<float>", 256, 4,
-                     "WarmupParams<float>"),
+                     "WarmupParams<float>", False),
+             _kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<float>", 32, 1,
+                     "WarmupParams<float>", True),
              _kernel(CHAIN, "sampling_kernel", "DiagonalGaussian<double>", 128, 1,
                      "SamplingParams<double>", False),
              _kernel(CHAIN, "sampling_kernel", "ChainTarget<double>", 1, 4,
@@ -92,7 +95,7 @@ def test_allowlist_admits_only_the_known_spilling_kernels(tool):
              "(fused_hmc::TransitionParams<double>)"]
     rows = [row(k, 1424, 1572) for k in known] + [row(k, 8, 0) for k in fresh]
     rows.append(row(_kernel(POOLED, "warmup_pooled_kernel", "DiagonalGaussian<double>", 256, 1,
-                            "WarmupParams<double>")))
+                            "WarmupParams<double>", False)))
     allowed, new, unused = tool.check_spills(rows, allow)
     assert allowed == known and new == fresh
     assert unused == []  # every pattern still stands for a kernel that spills
