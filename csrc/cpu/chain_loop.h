@@ -26,13 +26,13 @@ namespace chains_cpu {
 // One worker's trajectory arrays (5 x [d]), reused across its chains and transitions, and the
 // force it carries from one transition of its chain to the next (restart() for each chain). With
 // a dense mass also its rows (math/hmc/dense_mass.h: a velocity row, a float64 row) and the
-// warm-up's scratch (a window update's 2 rows, a covariance [d, d]); and a row for a pack's lane's
+// warm-up's scratch (a window update's 2 rows); and a row for a pack's lane's
 // gradient (the gradient-based mass estimate).
 template <typename scalar_t>
 class TrajectoryArrays {
  public:
   explicit TrajectoryArrays(int64_t dim, bool dense = false)
-      : storage_((dense ? 7 : 6) * dim + 1), dense_(dense ? 3 * dim + dim * dim : 0), gradient_(dim),
+      : storage_((dense ? 7 : 6) * dim + 1), dense_(dense ? 3 * dim : 0), gradient_(dim),
         dim_(dim) {}
   SerialGroup<scalar_t> group() {
     scalar_t* s = storage_.data();
@@ -46,8 +46,7 @@ class TrajectoryArrays {
   DenseMass<scalar_t> dense_mass(const scalar_t* factor) {
     return {factor, dim_, storage_.data() + 6 * dim_ + 1, dense_.data()};
   }
-  double* comoment_scratch() { return dense_.data() + dim_; }       // [2 d]
-  double* covariance_scratch() { return dense_.data() + 3 * dim_; }  // [d, d]
+  double* comoment_scratch() { return dense_.data() + dim_; }  // [2 d]
   // After a transition of one chain: the force (the potential's gradient) at its new state, the
   // proposal's when accepted, else the start's.
   const scalar_t* new_state_force(bool accepted) const {

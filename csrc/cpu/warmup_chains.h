@@ -23,6 +23,7 @@
 #include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
 #include "../math/hmc/dense_mass.h"
+#include "../math/hmc/dense_mass_update.h"
 #include "../math/hmc/gradient_mass.h"
 #include "../math/hmc/mass_matrix.h"
 #include "../math/stats/chain_statistics.h"
@@ -178,16 +179,8 @@ class Warmup {
   void update_own_inverse_mass(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {
     const double n = window_draws(t);
     if (c_.dense_mass) {
-      const int64_t d = c_.dim;
-      double* cov = arrays.covariance_scratch();
-      window_covariance(window_m2(b, 0), n, d, cov);
-      if (p_.gradient_estimate) {
-        std::vector<double> gradients(d * d);
-        window_covariance(window_m2(b, 1), n, d, gradients.data());
-        from_gradients(cov, gradients.data());
-      }
-      regularize_covariance(cov, n, d);
-      adapt_dense_factor(cov, d, c_.inv_mass + b * d * d);
+      adapt_dense_window(window(b, 0), p_.gradient_estimate ? window(b, 1) : DenseWindowMoments{},
+                         1, false, n, c_.dim, c_.inv_mass + b * c_.dim * c_.dim);
       reset_window(b);
       return;
     }
@@ -249,33 +242,16 @@ class Warmup {
     return pooled_window_variance(log_sum.total(), counted.total());
   }
 
-  // cov [d, d] <- the gradient-based estimate from the draws' covariance cov and the gradients' g
-  // (gradient_mass.h); NaN where it fails, so that the factor is kept (and counted).
-  void from_gradients(double* cov, const double* g) const {
-    const int64_t d = c_.dim;
-    std::vector<double> sigma(d * d);
-    if (gradient_dense_covariance(cov, g, d, sigma.data())) {
-      std::copy(sigma.begin(), sigma.end(), cov);
-    } else {
-      cov[0] = NAN;
-    }
+  // Chain b's window moments (chain 0's: every chain's), of its draws (which = 0) or gradients (1).
+  DenseWindowMoments window(int64_t b, int which) const {
+    return {window_mean(b, which), window_m2(b, which)};
   }
 
-  // The shared dense inverse mass from every chain's window (dense_mass.h's pooled covariance,
-  // of the gradients too for the gradient-based estimate, regularised for the n B draws, as the
-  // diagonal's), and fresh windows.
+  // The shared dense inverse mass from every chain's window (math/hmc/dense_mass_update.h), and
+  // fresh windows.
   void update_pooled_dense_mass(double n) const {
-    const int64_t d = c_.dim;
-    std::vector<double> cov(d * d);
-    pooled_dense_covariance(window_mean(0, 0), window_m2(0, 0), c_.batch, n, d, cov.data());
-    if (p_.gradient_estimate) {
-      std::vector<double> gradients(d * d);
-      pooled_dense_covariance(window_mean(0, 1), window_m2(0, 1), c_.batch, n, d,
-                              gradients.data());
-      from_gradients(cov.data(), gradients.data());
-    }
-    regularize_covariance(cov.data(), n * static_cast<double>(c_.batch), d);
-    adapt_dense_factor(cov.data(), d, c_.inv_mass);
+    adapt_dense_window(window(0, 0), p_.gradient_estimate ? window(0, 1) : DenseWindowMoments{},
+                       c_.batch, true, n, c_.dim, c_.inv_mass);
     for (int64_t b = 0; b < c_.batch; ++b) reset_window(b);
   }
 

@@ -4,9 +4,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
-#include <vector>
-
-#include "../math/hmc/dense_mass.h"
+#include "../math/hmc/dense_mass_update.h"
 
 namespace fused_hmc {
 
@@ -20,18 +18,13 @@ void end_dense_window(const at::Tensor& inv_mass, const at::Tensor& window_mean,
   AT_DISPATCH_FLOATING_TYPES(factors.scalar_type(), "fused_hmc::end_dense_window", [&] {
     scalar_t* factor = factors.data_ptr<scalar_t>();
     if (pooled) {
-      std::vector<double> cov(d * d);
-      pooled_dense_covariance(means, comoments, batch, draws, d, cov.data());
-      regularize_covariance(cov.data(), draws * static_cast<double>(batch), d);
-      adapt_dense_factor(cov.data(), d, factor);
+      adapt_dense_window(DenseWindowMoments{means, comoments}, {}, batch, true, draws, d, factor);
       return;
     }
     at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
-      std::vector<double> cov(d * d);
       for (int64_t b = begin; b < end; ++b) {
-        window_covariance(comoments + b * d * d, draws, d, cov.data());
-        regularize_covariance(cov.data(), draws, d);
-        adapt_dense_factor(cov.data(), d, factor + b * d * d);
+        adapt_dense_window(DenseWindowMoments{means + b * d, comoments + b * d * d}, {}, 1, false,
+                           draws, d, factor + b * d * d);
       }
     });
   });
