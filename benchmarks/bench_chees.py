@@ -1,34 +1,59 @@
-"""ChEES side by side (issue 15 item 5): fused_hmc's in-kernel ChEES against BlackJAX 1.7.1's
-``chees_adaptation(..., mass_matrix_estimation="diagonal")`` + ``dynamic_hmc`` on the same targets,
-chains, starts, warm-up and draw counts.
+r"""ChEES side by side (issue 15 item 5): fused_hmc against BlackJAX 1.7.1's ChEES and NumPyro's
+NUTS in one run, on the same targets and starts, with the same warm-up and draw counts: ESS per
+gradient evaluation and per second.
 
-Targets: an ill-conditioned diagonal Gaussian (d = 64, mean linspace(-3, 3), sd logspace 0.01 ..
-100, chains started at N(0, I); for fused_hmc a CppTarget with its gradient written out, as a user
-would bring it, so both samplers get a log density function), eight schools (posteriordb's non-centred form) and diamonds
-(brms linear regression, 26 parameters, 5,000 rows), the models started as Stan does (uniform in
-[-2, 2]).
+Targets (--targets, default all but gaussian64): gaussian64, an ill-conditioned diagonal Gaussian
+(d = 64, mean linspace(-3, 3), sd logspace 0.01 .. 100, chains started at N(0, I); for fused_hmc a
+CppTarget with its gradient written out, as a user would bring it); and fused_hmc.models, started
+as Stan starts them (uniform(-2, 2) on the unconstrained scale): eight_schools (posteriordb's
+non-centred form), logistic_regression (1,000 generated rows, 25 coefficients, no reference),
+funnel (Neal's, d = 10, its exact moments as reference, dual-number gradients; the other models'
+are hand-written), diamonds (posteriordb's brms regression, 26 parameters, 5,000 rows, QR form)
+and diamonds_direct (the same in its coefficients b, ``diamonds(qr=False)``). All samplers get the
+same starts and log density (fused_hmc the model's C++, the others jax_models.py's).
 
-Both samplers: target acceptance 0.651, initial step size 0.1, one step size, diagonal inverse mass
-and trajectory length for all chains adapted over `warmup` transitions, then `draws` draws kept.
-fused_hmc: ``sample(..., adapt_trajectory_length=True)`` (initial length num_leapfrog_steps *
-step_size = 1.0, at most 1000 steps; dual averaging with Stan's windows; trajectory jitter from
-each chain's philox stream), the chains in the fused kernels. BlackJAX: Adam(0.025) on log T, its
-Halton jitter, the diagonal mass from the last half of warm-up, as its documentation runs it
-(warm-up by ``run``, sampling a ``lax.scan`` of the vmapped ``dynamic_hmc`` step, the two in one
-``jax.jit``, timed after a compiling call, so that no tracing or compilation is timed).
+Rows per target:
+- fused_hmc (one per --fused-configs entry, default all; float32 unless --dtype):
+  ``chees_diagonal``, ``sample(..., adapt_trajectory_length=True)``: ChEES in the kernels, pooled
+  over all chains (target acceptance 0.651, initial step size 0.1 and length 10 steps, at most
+  1000 steps, Stan's windows, diagonal inverse mass, trajectory jitter from each chain's philox
+  stream); ``chees_dense``, the same with ``mass_matrix="dense"``; ``per_chain``, Stan's warm-up
+  per chain (``pooled=False``: dual averaging toward 0.8, diagonal mass), L = 8, step jitter 0.2.
+- BlackJAX (unless --no-jax): ``chees_adaptation(..., mass_matrix_estimation="diagonal")`` with
+  the same acceptance target, initial step size and step cap, Adam(0.025) on log T, its Halton
+  jitter and the diagonal mass from the last half of warm-up, then the vmapped ``dynamic_hmc``
+  step in a ``lax.scan``, as its documentation runs it; float32.
+- NumPyro (unless --no-jax or --no-numpyro; on the --numpyro-targets, with at most
+  --numpyro-chains of the starts): ``NUTS(potential_fn=-log density, target_accept_prob=0.8)``,
+  otherwise its defaults (diagonal mass, Stan's windows, tree depth 10), float32, the kernel's
+  init and sample vmapped over the chains as ``MCMC(chain_method="vectorized")`` runs them (the
+  same draws as MCMC.run from the same key, to float32 rounding), warm-up and sampling a
+  ``lax.scan`` each. Not MCMC.run itself: it compiles its loop again at every call (NumPyro 0.22
+  on the CPU: 5 s of a 6.5 s run), so a compiling call first would not keep that out of the time.
 
-Reported per sampler: wall time of warm-up + sampling together (after one untimed run that compiles
-everything; for fused_hmc also the warm-up's alone, from a run keeping one draw), gradient evaluations as each implementation spends them (fused_hmc: the kernel's count, L per
-transition plus one per kernel call, the chains carrying the gradient at their state across
-transitions; BlackJAX: L per transition plus one per chain, its state caching the gradient, from
-its info's num_integration_steps), the smallest bulk ESS over the
-reported parameters (arviz-stats, on the first ESS_CHAINS chains, scaled to all chains: the chains
-are exchangeable), ESS per gradient evaluation and per second, the adapted step size and
-trajectory length, and the worst |mean - reference| / reference sd (exact for the Gaussian,
-posteriordb for the models).
+Wall time is warm-up and sampling together. fused_hmc: after an untimed short run (100 + 10) that
+builds or loads the target's module; with --warmup-alone also the warm-up's alone, from a run
+keeping one draw. BlackJAX and NumPyro: one ``jax.jit`` of warm-up and sampling, compiled ahead of
+time (compile_s), then one timed call. Their rows come after every target's fused_hmc rows,
+target by target, each in a child process of this script that is stopped after --jax-time-cap
+seconds or at --deadline seconds from the script's start (none starts with under 20 s left).
 
-    python benchmarks/prebuild_models.py eight_schools:hand:f32 diamonds:hand:f32   # on the GPU
-    python benchmarks/bench_chees.py [--targets gaussian64 eight_schools diamonds] [--no-jax]
+Reported per row: wall_s; gradient_evaluations as each implementation spends them (fused_hmc: the
+kernel's count, L per transition plus one per kernel call, the chains carrying the gradient across
+transitions; BlackJAX: L per transition plus one per chain, from its info's num_integration_steps;
+NumPyro: the states' num_steps in warm-up and sampling plus one per chain, its step-size searches
+at the start and at each window's end not counted); the smallest bulk ESS over the reported
+parameters (arviz-stats on the first ESS_CHAINS chains, scaled to all: the chains are
+exchangeable); ESS per gradient evaluation and per second; the worst |mean - reference| /
+reference sd (null without a reference); the largest R-hat and, for posteriordb's models, its
+verdict; the (median) step size, the trajectory length (ChEES's T, L eps, NUTS's mean steps times
+eps), the mean acceptance, and the chains that never moved in sampling (fused_hmc: accepted no
+transition; BlackJAX and NumPyro: every draw the same).
+
+    python benchmarks/prebuild_models.py {eight_schools,logistic_regression,diamonds}:hand:f32 \
+        {eight_schools,logistic_regression,diamonds}:hand:f32:dense funnel:duals:f32{,:dense}
+    python benchmarks/bench_chees.py [--targets eight_schools funnel ...] [--no-jax] [--no-numpyro]
+        [--fused-configs chees_dense ...] [--deadline 330] [--out f.json]     # on the GPU
     python benchmarks/bench_chees.py --targets diamonds --starts reference   # near the posterior
     FUSED_HMC_BENCH_DEVICE=cpu python benchmarks/bench_chees.py --no-jax   # a CPU dry run
 
@@ -39,7 +64,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,12 +78,21 @@ DEVICE = os.environ.get("FUSED_HMC_BENCH_DEVICE", "cuda")  # "cpu": a dry run of
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TARGET_ACCEPT, STEP_SIZE, INITIAL_STEPS, MAX_STEPS = 0.651, 0.1, 10, 1000
+NUTS_TARGET_ACCEPT = 0.8
 ESS_CHAINS = 256
 # (chains, warm-up, draws) per target on the GPU, and for the CPU dry run.
-SIZES = {"gaussian64": (4096, 1000, 1000), "eight_schools": (4096, 1000, 1000),
-         "diamonds": (512, 1000, 1000)}
+SIZES = {name: (4096, 1000, 1000) for name in ("gaussian64", "eight_schools",
+                                               "logistic_regression", "funnel", "diamonds",
+                                               "diamonds_direct")}
 DRY_SIZES = {"gaussian64": (16, 200, 50), "eight_schools": (16, 200, 50),
-             "diamonds": (4, 30, 10)}
+             "logistic_regression": (16, 200, 50), "funnel": (16, 200, 50),
+             "diamonds": (4, 20, 10), "diamonds_direct": (4, 20, 10)}
+# Targets that are a library model under another name: (the model, its constructor's options).
+MODELS = {"diamonds_direct": ("diamonds", {"qr": False})}
+# fused_hmc's untimed first run, (warm-up, draws) at most the timed run's: on the GPU long enough to
+# load every kernel the timed run launches, on the CPU (a dry run) only the build matters.
+COMPILE_RUN = (100, 10) if DEVICE == "cuda" else (2, 2)
+MIN_ROW_S = 20.0  # a BlackJAX or NumPyro row is not started with less time than this left
 
 
 # The Gaussian as a user's C++ target (TARGETS.md), its gradient written out.
@@ -85,16 +121,19 @@ FUSED_HMC_HD T log_density_and_gradient(const T* x, T* grad, const Data& data) {
 
 
 class Problem:
-    """A target for both samplers: fused_hmc's target, a JAX log density, the starts, the
-    reported parameters and their reference means and sds."""
+    """A target for every sampler: fused_hmc's target, a JAX log density, the starts, the
+    reported parameters and their reference means and sds (None where there is no reference)."""
 
     def __init__(self, name: str, starts: str = "stan", **model_options):
-        """starts: "stan" (the Gaussian's N(0, I); a model's uniform on [-2, 2]) or "reference"
-        (diamonds only: see reference_starts). model_options go to the library model's
+        """name: a SIZES key (a library model, or one under MODELS' other name). starts: "stan"
+        (the Gaussian's N(0, I); a model's uniform on [-2, 2]) or "reference" (diamonds in
+        either form only: see reference_starts). model_options go to the library model's
         constructor (diamonds' qr=False)."""
         from fused_hmc import CppTarget, models
 
-        if starts not in ("stan", "reference") or (starts == "reference" and name != "diamonds"):
+        model_name, options = MODELS.get(name, (name, {}))
+        if starts not in ("stan", "reference") or (starts == "reference"
+                                                   and model_name != "diamonds"):
             raise ValueError(f"starts={starts!r}: 'stan', or 'reference' for diamonds")
         self.name, self.start_kind = name, starts
         if name == "gaussian64":
@@ -105,12 +144,10 @@ class Problem:
                                     data={"mean": mean, "inv_scale": 1.0 / scale})
             self.ref_mean, self.ref_sd = mean.numpy(), scale.numpy()
         else:
-            from fused_hmc.validation.posteriordb import load_reference
-
-            self.model = getattr(models, name)(**model_options)
-            self.target = self.model.target(gradient=True)
-            ref = load_reference(self.model.posteriordb)
-            self.ref_mean, self.ref_sd = np.asarray(ref.mean), np.asarray(ref.sd)
+            self.model = getattr(models, model_name)(**(options | model_options))
+            # the hand-written gradient where the model has one (the funnel: dual numbers)
+            self.target = self.model.target(gradient=self.model.gradient_source is not None)
+            self.ref_mean, self.ref_sd = reference(self.model)
 
     @property
     def dim(self) -> int:
@@ -155,7 +192,20 @@ class Problem:
             return lambda x: -0.5 * jnp.sum(((x - mu) / scale) ** 2)
         import jax_models
 
-        return getattr(jax_models, self.name)(self.model.data)
+        return getattr(jax_models, self.model.name)(self.model.data)
+
+
+def reference(model) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """A model's reference means and sds of its reported parameters: posteriordb's, or its exact
+    moments where it reports its unconstrained coordinates (the funnel), else (None, None)."""
+    if model.posteriordb is not None:
+        from fused_hmc.validation.posteriordb import load_reference
+
+        ref = load_reference(model.posteriordb)
+        return np.asarray(ref.mean), np.asarray(ref.sd)
+    if model.exact_mean is not None and model.constrained_names == model.names:
+        return model.exact_mean.numpy(), model.exact_var.sqrt().numpy()
+    return None, None
 
 
 def summarise(problem: Problem, draws: np.ndarray, seconds: float, gradients: int) -> dict:
@@ -166,8 +216,10 @@ def summarise(problem: Problem, draws: np.ndarray, seconds: float, gradients: in
     first = x[:ESS_CHAINS]
     ess = np.asarray(array_stats.ess(first, chain_axis=0, draw_axis=1, method="bulk"))
     ess = ess * x.shape[0] / first.shape[0]  # exchangeable chains: ESS grows with their number
-    means = x.reshape(-1, x.shape[-1]).mean(0)
-    worst = float(np.max(np.abs(means - problem.ref_mean) / problem.ref_sd))
+    worst = None
+    if problem.ref_mean is not None:
+        means = x.reshape(-1, x.shape[-1]).mean(0)
+        worst = float(np.max(np.abs(means - problem.ref_mean) / problem.ref_sd))
     min_ess = float(ess.min())
     return {"wall_s": seconds, "gradient_evaluations": int(gradients), "min_bulk_ess": min_ess,
             "ess_per_gradient": min_ess / gradients, "ess_per_second": min_ess / seconds,
@@ -195,47 +247,83 @@ def verdict(problem: Problem, x: np.ndarray) -> dict:
             "correct": bool(report.passed and max_rhat < 1.01)}
 
 
+def never_moved(x: np.ndarray) -> int:
+    """The chains of draws x [chain, draw, d] whose every draw is the same."""
+    return int(np.all(x == x[:, :1], axis=(1, 2)).sum())
+
+
 def _sync():
     if DEVICE == "cuda":
         torch.cuda.synchronize()
 
 
-# fused_hmc's settings: in-kernel ChEES (pooled over all chains), or, with chees=False, a fixed
-# L = 8 with step jitter 0.2 and Stan's warm-up per chain (dual averaging toward 0.8, windows,
-# diagonal mass): each chain adapts alone, so one that converges late cannot spoil the others'
-# mass matrix, as it can a pooled one.
+# fused_hmc's settings by name: in-kernel ChEES (pooled over all chains) with a diagonal or a
+# dense mass, or a fixed L = 8 with step jitter 0.2 and Stan's warm-up per chain (dual averaging
+# toward 0.8, windows, diagonal mass): each chain adapts alone, so one that converges late cannot
+# spoil the others' mass matrix, as it can a pooled one.
 CHEES = dict(adapt_trajectory_length=True, target_accept=TARGET_ACCEPT, step_size=STEP_SIZE,
              num_leapfrog_steps=INITIAL_STEPS, max_leapfrog_steps=MAX_STEPS)
-PER_CHAIN = dict(num_leapfrog_steps=8, jitter=0.2)
+PER_CHAIN = dict(pooled=False, num_leapfrog_steps=8, jitter=0.2)
+FUSED_CONFIGS = {"chees_diagonal": CHEES, "chees_dense": CHEES | dict(mass_matrix="dense"),
+                 "per_chain": PER_CHAIN}
 
 
 def fused(problem: Problem, chains: int, warmup: int, draws: int, dtype: torch.dtype,
-          warmup_alone: bool = True, chees: bool = True) -> dict:
+          warmup_alone: bool = True, chees: bool = True, config: str | None = None) -> dict:
+    """config: a FUSED_CONFIGS name (default chees_diagonal, or per_chain with chees=False)."""
     import fused_hmc
 
+    config = config or ("chees_diagonal" if chees else "per_chain")
     q0 = problem.starts(chains).to(DEVICE, dtype)
 
-    def run(seed, draws=draws):
+    def run(seed, warmup=warmup, draws=draws):
         _sync()
         start = time.perf_counter()
         res = fused_hmc.sample(q0, draws, target=problem.target, num_warmup=warmup, seed=seed,
-                               progress=False, **(CHEES if chees else PER_CHAIN))
+                               progress=False, **FUSED_CONFIGS[config])
         _sync()
         return res, time.perf_counter() - start
 
-    run(1)  # compiles the target and loads everything
+    run(1, min(warmup, COMPILE_RUN[0]), min(draws, COMPILE_RUN[1]))  # builds or loads the module
     res, wall = run(2)
     gradients = res.warmup_gradient_evaluations + res.sampling_gradient_evaluations
     out = summarise(problem, res.samples.double().cpu().numpy(), wall, gradients)
     if warmup_alone:  # where the time goes: the warm-up (and one draw) alone
         out["warmup_wall_s"] = run(2, draws=1)[1]
-    return out | {"warmup_gradient_evaluations": res.warmup_gradient_evaluations,
-                  "step_size": float(res.step_size[0]),
-                  "trajectory_length": res.trajectory_length,
-                  "accept": float(res.mean_accept_prob.mean())}
+    step_size = float(res.step_size.double().median())  # one for all chains, unless per chain
+    length = res.trajectory_length
+    if length is None:  # a fixed L: its nominal length
+        length = res.num_leapfrog_steps * step_size
+    if res.chain_statistics is not None and "divergences" in res.chain_statistics:
+        out["divergences"] = int(res.chain_statistics["divergences"].sum())
+    if res.mass_factorization_failures is not None:
+        out["mass_factorization_failures"] = int(res.mass_factorization_failures.sum())
+    return out | {"sampler": "fused_hmc", "config": config, "chains": chains,
+                  "warmup_gradient_evaluations": res.warmup_gradient_evaluations,
+                  "step_size": step_size, "trajectory_length": length,
+                  "accept": float(res.mean_accept_prob.mean()),
+                  "never_accepted": int((res.accept_count == 0).sum())}
 
 
-def blackjax(problem: Problem, chains: int, warmup: int, draws: int) -> dict:
+def compile_and_time(go, what: str, note=None) -> tuple[list[np.ndarray], float, float]:
+    """go(key) jitted, compiled ahead of time and called once, that call timed: (its outputs as
+    numpy arrays, the call's seconds, the compilation's). note(dict), where given, gets the
+    compilation's seconds first (a child process stopped later still reports them)."""
+    import jax
+
+    start = time.perf_counter()
+    compiled = jax.jit(go).lower(jax.random.key(1)).compile()
+    compile_s = time.perf_counter() - start
+    print(f"{what}: compiled in {compile_s:.1f} s on {jax.default_backend()}", flush=True)
+    if note is not None:
+        note({"compile_s": compile_s})
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled(jax.random.key(2)))
+    wall = time.perf_counter() - start
+    return [np.asarray(v) for v in out], wall, compile_s
+
+
+def blackjax(problem: Problem, chains: int, warmup: int, draws: int, note=None) -> dict:
     import blackjax as bj
     import jax
     import optax
@@ -267,41 +355,135 @@ def blackjax(problem: Problem, chains: int, warmup: int, draws: int) -> dict:
         return (positions, info.info.num_integration_steps, steps, accept, params["step_size"],
                 params["integration_steps_params"][0])
 
-    run = jax.jit(go)
-    start = time.perf_counter()
-    jax.block_until_ready(run(jax.random.key(1)))  # compiles
-    print(f"{problem.name}: BlackJAX compiled and ran once in {time.perf_counter() - start:.1f} s",
-          flush=True)
-    start = time.perf_counter()
-    out = jax.block_until_ready(run(jax.random.key(2)))
-    wall = time.perf_counter() - start
-    positions, warm_steps, steps, accept, step_size, mean_steps = (np.asarray(v) for v in out)
+    out, wall, compile_s = compile_and_time(go, f"{problem.name}: BlackJAX", note)
+    positions, warm_steps, steps, accept, step_size, mean_steps = out
     x = np.transpose(positions, (1, 0, 2)).astype(np.float64)  # [chain, draw, d]
     warm_gradients = int(warm_steps.sum()) + chains  # + each chain's initial gradient
     gradients = warm_gradients + int(steps.sum())
-    result = summarise(problem, x, wall, gradients)
-    return result | {"warmup_gradient_evaluations": warm_gradients,
-                     "step_size": float(step_size),
-                     "trajectory_length": float(mean_steps) * float(step_size),
-                     "accept": float(accept.mean())}
+    return summarise(problem, x, wall, gradients) | {
+        "sampler": "blackjax", "version": bj.__version__, "backend": jax.default_backend(),
+        "chains": chains, "compile_s": compile_s,
+        "warmup_gradient_evaluations": warm_gradients, "step_size": float(step_size),
+        "trajectory_length": float(mean_steps) * float(step_size),
+        "accept": float(accept.mean()), "never_accepted": never_moved(x)}
+
+
+def numpyro_nuts(problem: Problem, chains: int, warmup: int, draws: int, note=None) -> dict:
+    import jax
+    import numpyro
+    from numpyro.infer import NUTS
+
+    logdensity = problem.jax_logdensity()
+    q0 = jax.numpy.asarray(problem.starts(chains).float().numpy())
+
+    def go(key):  # the kernel as MCMC(chain_method="vectorized") runs it, in one computation
+        kernel = NUTS(potential_fn=lambda x: -logdensity(x),
+                      target_accept_prob=NUTS_TARGET_ACCEPT)
+        states = kernel.init(jax.random.split(key, chains), warmup, q0, (), {})
+
+        def warm(states, _):
+            states = kernel.sample(states, (), {})
+            return states, states.num_steps
+
+        def one(states, _):
+            states = kernel.sample(states, (), {})
+            return states, (states.z, states.num_steps, states.accept_prob)
+
+        states, warm_steps = jax.lax.scan(warm, states, length=warmup)
+        _, (positions, steps, accept) = jax.lax.scan(one, states, length=draws)
+        return positions, warm_steps, steps, accept, states.adapt_state.step_size
+
+    out, wall, compile_s = compile_and_time(go, f"{problem.name}: NumPyro", note)
+    positions, warm_steps, steps, accept, step_size = out
+    x = np.transpose(positions, (1, 0, 2)).astype(np.float64)  # [chain, draw, d]
+    warm_gradients = int(warm_steps.sum()) + chains  # + each chain's initial gradient
+    gradients = warm_gradients + int(steps.sum())
+    eps = float(np.median(step_size))
+    return summarise(problem, x, wall, gradients) | {
+        "sampler": "numpyro", "version": numpyro.__version__, "backend": jax.default_backend(),
+        "chains": chains, "compile_s": compile_s,
+        "warmup_gradient_evaluations": warm_gradients, "step_size": eps,
+        "trajectory_length": float(steps.mean()) * eps, "mean_steps": float(steps.mean()),
+        "at_max_tree_depth": float((steps >= 1023).mean()),
+        "accept": float(accept.mean()), "never_accepted": never_moved(x)}
+
+
+JAX_SAMPLERS = {"blackjax": blackjax, "numpyro": numpyro_nuts}
+JAX_ROWS = {"blackjax": "blackjax chees_adaptation(diagonal) + dynamic_hmc float32",
+            "numpyro": "numpyro NUTS, chains vectorized, float32"}
+
+
+def jax_row(sampler: str, name: str, chains: int, warmup: int, draws: int, starts: str,
+            seconds: float) -> dict:
+    """A JAX_SAMPLERS row in a child process of this script (--row), stopped after `seconds`:
+    a run longer than the budget reports so instead of holding up the rest."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "row.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--row", sampler,
+                   "--targets", name, "--chains", str(chains), "--warmup", str(warmup),
+                   "--draws", str(draws), "--starts", starts, "--row-out", str(path)]
+        try:
+            subprocess.run(command, timeout=seconds, check=False)
+        except subprocess.TimeoutExpired:
+            partial = json.loads(path.read_text()) if path.exists() else {}
+            if "wall_s" not in partial and "error" not in partial:  # stopped before its end
+                return {"error": f"stopped after {seconds:.0f} s (imports, compilation and "
+                                 "run)"} | partial
+        if not path.exists():
+            return {"error": "the child process wrote no result (its output is above)"}
+        return json.loads(path.read_text())
+
+
+def child_row(args) -> None:
+    """--row: one JAX_SAMPLERS row, written to --row-out (first the compilation's seconds)."""
+    path = Path(args.row_out)
+
+    def note(partial: dict) -> None:  # whole or not at all, should the parent stop this process
+        path.with_suffix(".part").write_text(json.dumps(partial))
+        os.replace(path.with_suffix(".part"), path)
+
+    problem = Problem(args.targets[0], starts=args.starts)
+    try:
+        row = JAX_SAMPLERS[args.row](problem, args.chains, args.warmup, args.draws, note)
+    except Exception as exc:  # noqa: BLE001 - report the anchor's failure, keep the others
+        row = {"error": repr(exc)}
+    note(row)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--targets", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--targets", nargs="+", default=list(SIZES)[1:], choices=list(SIZES))
     parser.add_argument("--chains", type=int, default=None, help="every target's (default: SIZES)")
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--draws", type=int, default=None)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
-                        help="fused_hmc's chains (BlackJAX runs float32)")
+                        help="fused_hmc's chains (BlackJAX and NumPyro run float32)")
+    parser.add_argument("--fused-configs", nargs="+", default=list(FUSED_CONFIGS),
+                        choices=list(FUSED_CONFIGS), help="fused_hmc's rows")
+    parser.add_argument("--warmup-alone", action="store_true",
+                        help="also time fused_hmc's warm-up alone (one more run per row)")
+    parser.add_argument("--no-fused", action="store_true", help="BlackJAX and NumPyro only")
     parser.add_argument("--no-jax", action="store_true", help="fused_hmc only")
-    parser.add_argument("--no-fused", action="store_true",
-                        help="BlackJAX only (its runs can take minutes: a device call of its own)")
+    parser.add_argument("--no-numpyro", action="store_true", help="no NumPyro rows")
+    parser.add_argument("--numpyro-targets", nargs="+", default=None, choices=list(SIZES),
+                        help="the targets of NumPyro's rows (default: all --targets)")
+    parser.add_argument("--numpyro-chains", type=int, default=1024,
+                        help="NumPyro's chains, the first of the others' starts (at most theirs)")
+    parser.add_argument("--jax-time-cap", type=float, default=120.0,
+                        help="seconds after which a BlackJAX or NumPyro row is stopped")
+    parser.add_argument("--deadline", type=float, default=330.0,
+                        help="seconds from this script's start after which no BlackJAX or NumPyro "
+                             "row runs (0: none)")
     parser.add_argument("--starts", choices=["stan", "reference"], default="stan",
-                        help="diamonds' starts: Stan's uniform on [-2, 2], or near the posterior "
-                             "(Problem.reference_starts); the other targets take 'stan'")
+                        help="diamonds' starts (both forms): Stan's uniform on [-2, 2], or near "
+                             "the posterior (Problem.reference_starts); the others take 'stan'")
     parser.add_argument("--out", default=None, help="a JSON file for the results")
+    parser.add_argument("--row", choices=list(JAX_SAMPLERS), help=argparse.SUPPRESS)
+    parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.row:
+        return child_row(args)
+    began = time.perf_counter()
     sizes = DRY_SIZES if DEVICE == "cpu" else SIZES
     dtype = getattr(torch, args.dtype)
     results = {}
@@ -309,43 +491,62 @@ def main() -> None:
         chains, warmup, draws = sizes[name]
         chains, warmup, draws = (args.chains or chains, args.warmup or warmup,
                                  args.draws or draws)
-        problem = Problem(name, starts=args.starts if name == "diamonds" else "stan")
+        starts = args.starts if MODELS.get(name, (name,))[0] == "diamonds" else "stan"
         rows = {}
-        if not args.no_fused:
-            rows[f"fused_hmc ChEES {args.dtype}"] = fused(problem, chains, warmup, draws, dtype)
-            print(name, rows, flush=True)
-        if not args.no_jax:
-            import jax
-
-            key = ("blackjax 1.7.1 chees_adaptation(diagonal) + dynamic_hmc float32 on "
-                   + jax.default_backend())
-            try:
-                rows[key] = blackjax(problem, chains, warmup, draws)
-            except Exception as exc:  # noqa: BLE001 - report the anchor's failure, keep ours
-                rows[key] = {"error": repr(exc)}
+        results[name] = {"chains": chains, "warmup": warmup, "draws": draws, "starts": starts,
+                         "rows": rows}
+        if args.no_fused:
+            continue
+        problem = Problem(name, starts=starts)
+        for config in args.fused_configs:
+            key = f"fused_hmc {config} {args.dtype}"
+            rows[key] = fused(problem, chains, warmup, draws, dtype,
+                              warmup_alone=args.warmup_alone, config=config)
             print(name, key, rows[key], flush=True)
-        results[name] = {"chains": chains, "warmup": warmup, "draws": draws,
-                         "starts": problem.start_kind, "rows": rows}
-        save(args.out, results)  # after every target: a call cut short keeps what it measured
-    print(f"\n{'target':14s} {'sampler':22s} {'wall s':>8s} {'gradients':>10s} {'min ESS':>9s} "
-          f"{'ESS/grad':>9s} {'ESS/s':>9s} {'eps':>7s} {'T':>7s} {'worst':>6s}")
+            save(args.out, results)  # after every row: a call cut short keeps what it measured
+    if not args.no_jax:
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()  # the device's memory to the child processes
+        numpyro = [] if args.no_numpyro else (args.numpyro_targets or args.targets)
+        # target by target, so that what --deadline leaves out is the last targets' rows
+        jobs = [(name, sampler) for name in args.targets for sampler in ("blackjax", "numpyro")
+                if sampler == "blackjax" or name in numpyro]
+        for name, sampler in jobs:
+            block = results[name]
+            chains = block["chains"]
+            if sampler == "numpyro":
+                chains = min(chains, args.numpyro_chains)
+            left = (args.deadline - (time.perf_counter() - began) if args.deadline
+                    else float("inf"))
+            row = ({"skipped": f"{max(left, 0):.0f} s left before --deadline"}
+                   if left < MIN_ROW_S else
+                   jax_row(sampler, name, chains, block["warmup"], block["draws"],
+                           block["starts"], min(args.jax_time_cap, left)))
+            block["rows"][JAX_ROWS[sampler]] = row
+            print(name, JAX_ROWS[sampler], row, flush=True)
+            save(args.out, results)
+    table(results)
+
+
+def table(results: dict) -> None:
+    print(f"\n{'target':19s} {'sampler':21s} {'chains':>6s} {'wall s':>8s} {'gradients':>9s} "
+          f"{'min ESS':>9s} {'ESS/grad':>9s} {'ESS/s':>9s} {'eps':>8s} {'T':>7s} "
+          f"{'accept':>6s} {'stuck':>5s} {'worst':>8s} {'correct':>7s}")
     for name, block in results.items():
-        for sampler, r in block["rows"].items():
+        for key, r in block["rows"].items():
+            words = key.split()
+            label = {"blackjax": "blackjax ChEES", "numpyro": "numpyro NUTS"}.get(
+                words[0], f"fused {words[1]}")
             if "wall_s" not in r:
-                print(f"{name:14s} {short(sampler):22s} {r}")
+                print(f"{name:19s} {label[:21]:21s} {r}")
                 continue
-            print(f"{name:14s} {short(sampler):22s} {r['wall_s']:8.3f} "
-                  f"{r['gradient_evaluations']:10.3g} {r['min_bulk_ess']:9.3g} "
+            worst, correct = r["worst_mean_error_sd"], r.get("correct")
+            print(f"{name:19s} {label[:21]:21s} {r['chains']:6d} {r['wall_s']:8.3f} "
+                  f"{r['gradient_evaluations']:9.3g} {r['min_bulk_ess']:9.3g} "
                   f"{r['ess_per_gradient']:9.2e} {r['ess_per_second']:9.3g} "
-                  f"{r['step_size']:7.3g} {r['trajectory_length']:7.3g} "
-                  f"{r['worst_mean_error_sd']:6.3f}")
-
-
-def short(sampler: str) -> str:
-    """A row's sampler in the table's 22 columns: BlackJAX's keeps its backend."""
-    if sampler.startswith("blackjax"):
-        return "blackjax on " + sampler.rsplit(" on ", 1)[-1]
-    return sampler[:22]
+                  f"{r['step_size']:8.3g} {r['trajectory_length']:7.3g} {r['accept']:6.3f} "
+                  f"{r['never_accepted']:5d} {'-' if worst is None else f'{worst:.3g}':>8s} "
+                  f"{'-' if correct is None else str(correct):>7s}")
 
 
 def save(path: str | None, results: dict) -> None:
@@ -353,7 +554,7 @@ def save(path: str | None, results: dict) -> None:
         from timing import environment
 
         with open(path, "w") as f:
-            json.dump({"environment": environment("python benchmarks/bench_chees.py"),
+            json.dump({"environment": environment("python " + " ".join(sys.argv)),
                        "device": DEVICE, "results": results}, f, indent=1)
 
 

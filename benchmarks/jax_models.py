@@ -52,6 +52,20 @@ def diamonds(data: dict):
     return logdensity
 
 
+def funnel(data: dict):
+    """fused_hmc.models.funnel: x = (v, x[1..num_x]), v ~ N(0, 3^2), x_i | v ~ N(0, exp(v / 2)^2),
+    up to the model's constant."""
+    import jax.numpy as jnp
+
+    num_x = int(data["num_x"])
+
+    def logdensity(x):
+        v, rest = x[0], x[1:num_x + 1]
+        return -(v * v) / 18.0 - 0.5 * jnp.exp(-v) * jnp.sum(rest * rest) - 0.5 * num_x * v
+
+    return logdensity
+
+
 def logistic_regression(data: dict):
     """fused_hmc.models.logistic_regression: x = beta [k], data X [n, k], y [n], prior_scale."""
     import jax
