@@ -176,7 +176,7 @@ class Warmup {
 
   // Chain b's own inverse mass from its window, and a fresh window. A dense one is kept when the
   // window's regularised covariance is not finite and positive definite (dense_mass.h).
-  void update_own_inverse_mass(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays) const {
+  void update_own_inverse_mass(int64_t b, int64_t t) const {
     const double n = window_draws(t);
     if (c_.dense_mass) {
       adapt_dense_window(window(b, 0), p_.gradient_estimate ? window(b, 1) : DenseWindowMoments{},
@@ -300,7 +300,7 @@ void warmup_pack(const Warmup<Target>& warmup, const Packed& packed, const Chain
       const double accept = warmup.tally(b + l, t, lane, uniforms[l], arrays, nullptr,
                                          lane_gradient(warmup, pack, l, lane, arrays));
       warmup.adapt_step_size(b + l, t, accept);
-      if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b + l, t, arrays);
+      if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b + l, t);
     }
   }
 }
@@ -321,7 +321,7 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
         ForceCarry<typename Target::Scalar>& carry = arrays.restart();
         for (int64_t t = c.first_transition; t < end_transition; ++t) {
           warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
-          if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t, arrays);
+          if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t);
         }
       });
 }
@@ -368,7 +368,6 @@ void warmup_in_lock_step(const Warmup<Target>& warmup,
                          const Packed& packed = Packed{}) {
   using scalar_t = typename Target::Scalar;
   const bool pooled = c.groups == 1;
-  TrajectoryArrays<scalar_t> own_window(c.dim, c.dense_mass);  // a chain's window end's scratch
   std::vector<double> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
@@ -404,7 +403,7 @@ void warmup_in_lock_step(const Warmup<Target>& warmup,
       if (pooled) {
         warmup.update_pooled_inverse_mass(t);
       } else {
-        for (int64_t b = 0; b < c.batch; ++b) warmup.update_own_inverse_mass(b, t, own_window);
+        for (int64_t b = 0; b < c.batch; ++b) warmup.update_own_inverse_mass(b, t);
       }
     }
   }
