@@ -23,7 +23,7 @@ import torch
 
 from .. import ops
 from . import chain_statistics
-from .warmup import WarmupSettings, slow_window_ends
+from .warmup import WarmupSettings, restart_chees_optimizer, slow_window_ends
 
 
 def dense_factor(inverse_mass: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -117,9 +117,11 @@ class ChainKernel:
         # positive definite), counted by count_kept_masses.
         self.mass_failures = (torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
                               if self.dense else None)
+        # The slow windows' ends, where the calls split: a dense mass counts its kept factors
+        # there, and ChEES restarts its optimiser.
         self._window_ends = (set(slow_window_ends(settings))
-                             if self.dense and settings.num_warmup and settings.adapt_mass_matrix
-                             else set())
+                             if (self.dense or settings.adapt_trajectory_length)
+                             and settings.num_warmup and settings.adapt_mass_matrix else set())
         self.jitter, self.num_leapfrog_steps = jitter, num_leapfrog_steps
         self.key, self.chain_offset = key, chain_offset
         self.settings, self.warmup_start = settings, warmup_start
@@ -195,7 +197,7 @@ class ChainKernel:
         else:
             for part_first, part_n in self._window_parts(first, n):
                 ends_window = part_first + part_n - 1 - self.warmup_start in self._window_ends
-                before = self.state.inverse_mass.clone() if ends_window else None
+                before = self.state.inverse_mass.clone() if ends_window and self.dense else None
                 self.run_op(ops.warmup, q, part_first, part_n, self.state.inverse_mass,
                             trajectory, self.statistics.warmup,
                             dual_averaging=self.state.dual_averaging,
@@ -207,14 +209,16 @@ class ChainKernel:
                             gradient_mass_estimate=self.gradient_estimate)
                 if before is not None:
                     self.count_kept_masses(before)
+                if ends_window and self.state.chees is not None:
+                    restart_chees_optimizer(self.state.chees)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
             self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,
                                          chees=self.state.chees)
 
     def _window_parts(self, first: int, n: int) -> list[tuple[int, int]]:
-        """Transitions [first, first + n) as (first, count) parts, each ending at a dense mass's
-        slow window end or at the end (one part without a dense mass)."""
+        """Transitions [first, first + n) as (first, count) parts, each ending at a slow window's
+        end (with a dense mass or ChEES) or at the end."""
         parts, end = [], first + n
         for i in sorted(self._window_ends):
             t = self.warmup_start + i

@@ -48,6 +48,7 @@ import torch
 from .. import _build, ops
 from . import chain_statistics
 from .distributed import ChainGroup
+from .warmup import restart_chees_optimizer
 
 # Warm-up transitions between the points where every rank reads the ranks' failure flags (a host
 # round trip): a rank's error ends every rank at the next one, wherever the ranks' chunks end.
@@ -133,6 +134,8 @@ class RankPooledWarmup:
                                   **chees)
                 if before is not None:
                     k.count_kept_masses(before)
+                if variance is not None and chees:
+                    restart_chees_optimizer(k.state.chees)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
                 self._check(parts[:, 1].min())
 

@@ -75,7 +75,12 @@ k updates) and sets T to the exponential of that average, clipped to [eps, max_l
 at the next step size. The clip bounds the transitions' T, not the average: after each slow window
 the restarted dual averaging runs one transition at about 10x the step size, and a clipped T fed
 back into the average kicked log T up at every window's end, past the criterion's first minimum
-(docs/FAR_STARTS.md). Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with
+(docs/FAR_STARTS.md). At the end of every slow window Adam restarts from the average (its moments
+and the average's clock fresh: restart_chees_optimizer), because the gradient's scale changes by
+orders of magnitude there (the criterion is a fourth power of the distances, which the new mass
+rescales) and while chains come in from far starts; Adam's second moment, a memory of about 1,000
+updates, kept the largest early gradient and shrank every later step until T stayed at T0.
+Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with
 the final T (its jitter too). ChEES defaults to ``pooled=True``. With ``pooled=False`` (the CPU
 only, in one process) each chain adapts its own step size and inverse mass as in a per-chain
 warm-up while T comes from every chain, so the chains run in lock step, one transition at a time,
@@ -88,6 +93,8 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+
+import torch
 
 from .. import _build
 from .._limits import LIMITS, STAN_WINDOWS
@@ -168,6 +175,19 @@ def initial_interval(settings: WarmupSettings) -> int:
     if init + base + term > n:  # Stan's scaled windows (csrc/math/adaptation/adaptation_windows.h)
         return int(0.15 * n)
     return init
+
+
+def restart_chees_optimizer(chees: torch.Tensor) -> None:
+    """Restarts ChEES's Adam at a slow window's end (the module's docstring says why), in place on
+    the op's state [T, mean log T, m, v, beta1^k, beta2^k, k, 0]: T becomes exp(mean log T)
+    (unclipped: the op derives a transition's steps from T within [1, max_leapfrog_steps] either
+    way), where the op's first update after a restart starts Adam; m and v become 0, the bias
+    powers 1 and the clock k 0. Before the first update (k = 0) T is kept."""
+    started = chees[6] > 0
+    chees[0] = torch.where(started, chees[1].exp(), chees[0])
+    chees[2:4] = 0.0
+    chees[4:6] = 1.0
+    chees[6] = 0.0
 
 
 def slow_window_ends(settings: WarmupSettings) -> list[int]:

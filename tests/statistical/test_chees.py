@@ -135,6 +135,25 @@ def test_chees_alone_lands_where_the_criterion_peaks(T0_steps):
     assert abs(res.trajectory_length / exact_dynamics_root(0.1) - 1) < 0.06, res.trajectory_length
 
 
+def test_per_chain_chees_from_far_starts_leaves_its_initial_length():
+    """Per-chain ChEES (pooled=False) on the d = 16 Gaussian of scales 0.1 .. 10, 512 chains
+    started from N(0, 100^2 I), T0 = 10 x 0.1 = 1.0, 1000 warm-up transitions. The first
+    transitions' ChEES gradients are orders of magnitude above the settled ones; without Adam's
+    restart at each slow window's end (restart_chees_optimizer) its second moment kept them and T
+    stayed at T0 (this seed: 0.98; 6 seeds: 0.98 to 1.12). Measured with the restarts over 24 seeds
+    of this run: T mean 1.710, sd 0.073, range 1.56 to 1.82. (The criterion's first root at the
+    adapted step size, about 1.0, and the exact mass is about 1.45; the chains' own step sizes and
+    noisy one-window masses put the per-chain T about 15% above it.) The band: mean -+ 4.75 (one-sided
+    1e-6 each) times the sd's 99.9% upper bound from 24 samples, 0.073 sqrt(23 / chi2_0.001(23)) =
+    0.128, i.e. [1.10, 2.32]; the upper end stays below the criterion's first minimum (about 3)."""
+    scale = torch.logspace(-1, 1, 16, dtype=torch.float64)
+    q0 = 100 * torch.randn(512, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    res = fused_hmc.sample(q0, 1, target=DiagonalGaussian(torch.zeros(16), scale), num_warmup=1000,
+                           adapt_trajectory_length=True, pooled=False, num_leapfrog_steps=10,
+                           seed=0, progress=False, keep_samples=False)
+    assert 1.10 < res.trajectory_length < 2.32, res.trajectory_length
+
+
 def _chees_warmup(device, num_warmup: int, seed: int) -> fused_hmc.SampleResult:
     scale = torch.logspace(-1, 1, 16, dtype=torch.float64)
     q0 = torch.randn(512, 16, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
@@ -149,26 +168,33 @@ WARMUP_SEEDS = range(4)
 
 
 def _assert_the_warmups_land_where_the_criterion_peaks(device):
-    """Each of WARMUP_SEEDS' ChEES warm-ups, 3000 iterations, ends within 12% of leapfrog_root at
-    its own step size and inverse mass (see the test's docstring)."""
+    """Each of WARMUP_SEEDS' ChEES warm-ups, 3000 iterations, ends within 43% of leapfrog_root at
+    its own step size and inverse mass, and their mean ratio within 21% (see the test's
+    docstring)."""
+    ratios = []
     for seed in WARMUP_SEEDS:
         res = _chees_warmup(device, 3000, seed)
         eps, inverse_mass = res.step_size[0].item(), res.inverse_mass[0].cpu().numpy()
-        ratio = res.trajectory_length / leapfrog_root(eps, np.logspace(-1, 1, 16), inverse_mass)
-        assert abs(ratio - 1) < 0.12, (seed, res.trajectory_length, eps)
+        ratios.append(res.trajectory_length
+                      / leapfrog_root(eps, np.logspace(-1, 1, 16), inverse_mass))
+        assert abs(ratios[-1] - 1) < 0.43, (seed, res.trajectory_length, eps)
+    assert abs(np.mean(ratios) - 1) < 0.21, ratios
 
 
 def test_the_whole_warmup_lands_where_the_criterion_peaks_at_its_step_size():
     """The default ChEES warm-up (the pooled warm-up's per-chain first phase, then dual averaging
     toward 0.651, Stan's windows for the mass, ChEES from T0 = 10 x 0.1) from N(0, I) on scales
-    0.1 .. 10, d = 16: after 3000 warm-up transitions T is within 12% of leapfrog_root at the
-    adapted step size (about 0.94) and inverse mass, for each of the 4 seeds. Measured over 12
-    seeds (CUDA; the CPU's seeds 0 .. 3 fall within them): ratio 0.972, sd 0.0073 (the
-    reference's own Monte Carlo error included). The band: the offset 0.028 plus z = 5.16
-    (two-sided 1e-6 / 4, Bonferroni over the seeds) times the sd's 99.9% upper bound
-    0.0073 sqrt(11 / chi2_0.001(11)) = 0.0179, i.e. 0.028 + 0.092 = 0.12. The criterion's second
-    maximum (T about 4.7, where the warm-up landed for about half the seeds when Adam ascended
-    from the clipped T: csrc/math/adaptation/trajectory_adaptation.h) is 3x the first."""
+    0.1 .. 10, d = 16: after 3000 warm-up transitions T is within 43% of leapfrog_root at the
+    adapted step size (about 0.95) and inverse mass, for each of the 4 seeds. Measured over 24
+    seeds on the CPU (seeds 0 .. 23): ratio 1.019, sd 0.046, range 0.92 to 1.09 (the reference's
+    own Monte Carlo error included). Adam restarts at every slow window's end, with the clock of
+    its moving average, so the terminal window's updates weigh more than before the restarts
+    (sd 0.0073 then). The band for each seed: the offset 0.019 plus z = 5.16 (two-sided 1e-6 / 4,
+    Bonferroni over the seeds) times the sd's 99.9% upper bound 0.046 sqrt(23 / chi2_0.001(23)) =
+    0.080, i.e. 0.43; for the mean of the 4, 0.019 + 4.89 x 0.080 / 2 = 0.21. The criterion's
+    second maximum (T about 4.7, where the warm-up landed for about half the seeds when Adam
+    ascended from the clipped T: csrc/math/adaptation/trajectory_adaptation.h) is 3.2x the
+    first."""
     _assert_the_warmups_land_where_the_criterion_peaks("cpu")
 
 

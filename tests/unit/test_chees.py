@@ -14,6 +14,7 @@ import torch
 import fused_hmc
 from fused_hmc import cli
 from fused_hmc.sampling import far_starts
+from fused_hmc.sampling.warmup import restart_chees_optimizer, slow_window_ends
 from fused_hmc.targets import DiagonalGaussian
 
 from .test_sampler import _run, assert_results_equal
@@ -47,10 +48,11 @@ def test_chees_runs_are_reproducible_and_chunking_changes_no_bit(device, dtype):
 def test_the_chees_state_follows_the_op_contract(device):
     """Warm-up starts from [T0, 0, 0, 0, 1, 1, 0, 0] with T0 = num_leapfrog_steps * step_size;
     after W warm-up transitions (every gradient finite here) the op has made an Adam update
-    after each of the W - F pooled ones (the first F = 9 run per chain: far_starts.py; k = W - F,
-    beta1^k and beta2^k, formed by repeated float64 products as Python forms them), and
-    T = chees[0] lies in [eps, max_leapfrog_steps eps] at the final step size; sampling runs
-    with it (the result's trajectory_length)."""
+    after each pooled one (the first F = 9 run per chain: far_starts.py), and Adam restarted
+    after the last slow window's end e (restart_chees_optimizer): k = W - 1 - e updates since,
+    beta1^k and beta2^k formed by repeated float64 products as Python forms them. T = chees[0]
+    lies in [eps, max_leapfrog_steps eps] at the final step size; sampling runs with it (the
+    result's trajectory_length)."""
     sampler = fused_hmc.Sampler(_q0().to(device), seed=5, progress=False, **CHEES)
     state = sampler._chains.state
     assert state.chees.dtype == torch.float64 and state.chees.device == sampler.device
@@ -59,17 +61,32 @@ def test_the_chees_state_follows_the_op_contract(device):
     res = sampler.run(10)
     chees = sampler._chains.state.chees.cpu()
     beta1, beta2 = 1.0, 1.0
-    pooled = 60 - far_starts.first_phase_length(res.warmup)
-    assert pooled == 51
-    for _ in range(pooled):
+    assert far_starts.first_phase_length(res.warmup) == 9
+    ends = slow_window_ends(res.warmup)
+    since = 60 - 1 - ends[-1]
+    assert ends[0] > 9 and since == 25
+    for _ in range(since):
         beta1, beta2 = beta1 * 0.9, beta2 * 0.999
-    assert (chees[6].item(), chees[4].item(), chees[5].item()) == (pooled, beta1, beta2)
+    assert (chees[6].item(), chees[4].item(), chees[5].item()) == (since, beta1, beta2)
     eps = res.step_size[0].item()
     assert bool((res.step_size == eps).all())  # pooled: one step size
     assert eps <= res.trajectory_length <= 1000 * eps and res.trajectory_length == chees[0].item()
     assert sampler._chains.state.dual_averaging is None  # the rest of the warm-up state is spent
     assert res.warmup.pooled and res.warmup.target_accept == 0.651
     assert res.max_leapfrog_steps == 1000
+
+
+def test_restarting_chees_starts_adam_afresh_from_the_average():
+    """At a slow window's end: T = exp(mean log T) (not the clipped T of the transition that ended
+    the window), Adam's moments 0, its bias powers 1 and the clock 0; the unused slot untouched.
+    Before any update (k = 0) T stays the T0 given."""
+    chees = torch.tensor([0.5, math.log(2.0), 0.3, 0.04, 0.9 ** 7, 0.999 ** 7, 7.0, 0.0],
+                         dtype=torch.float64)
+    restart_chees_optimizer(chees)
+    assert chees.tolist() == [2.0, math.log(2.0), 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    fresh = torch.tensor([1.5, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
+    restart_chees_optimizer(fresh)
+    assert fresh.tolist() == [1.5, 0, 0, 0, 1, 1, 0, 0]
 
 
 def test_a_chees_checkpoint_resumes_bit_for_bit(sigint_handler, monkeypatch,  # noqa: F811
