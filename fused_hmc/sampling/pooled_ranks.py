@@ -134,7 +134,7 @@ class RankPooledWarmup:
                                   **chees)
                 if before is not None:
                     k.count_kept_masses(before)
-                if variance is not None and chees:
+                if variance is not None and self._chees is not None:  # a slow window's end
                     restart_chees_optimizer(k.state.chees)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
                 self._check(parts[:, 1].min())

@@ -80,8 +80,8 @@ and the average's clock fresh: restart_chees_optimizer), because the gradient's 
 orders of magnitude there (the criterion is a fourth power of the distances, which the new mass
 rescales) and while chains come in from far starts; Adam's second moment, a memory of about 1,000
 updates, kept the largest early gradient and shrank every later step until T stayed at T0.
-Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with
-the final T (its jitter too). ChEES defaults to ``pooled=True``. With ``pooled=False`` (the CPU
+Warm-up starts at T0 = num_leapfrog_steps * step_size and sampling runs with the final T (its
+jitter too). ChEES defaults to ``pooled=True``. With ``pooled=False`` (the CPU
 only, in one process) each chain adapts its own step size and inverse mass as in a per-chain
 warm-up while T comes from every chain, so the chains run in lock step, one transition at a time,
 and each runs ceil(w T / eps_b) steps at its own eps_b; T's clip uses the chains' median step size.

@@ -26,9 +26,10 @@
 // to [eps', cap eps'] (eps': the next transition's step size). The clip bounds the transitions'
 // T only: the average, not the clipped T, is where the next step starts. Between calls, at every
 // slow window's end, the driver restarts Adam from the average (fused_hmc/sampling/warmup.py's
-// restart_chees_optimizer: T = exp(average), m = v = 0, the powers 1, k = 0). Sums over chains follow chunk_sum.h's pairwise order over the chain index, sums over
-// coordinates run in coordinate order, and every operation is correctly rounded (exp / log from
-// portable_math.h), so the CPU and CUDA builds adapt alike bit for bit.
+// restart_chees_optimizer: T = exp(average), m = v = 0, the powers 1, k = 0). Sums over chains
+// follow chunk_sum.h's pairwise order over the chain index, sums over coordinates run in
+// coordinate order, and every operation is correctly rounded (exp / log from portable_math.h), so
+// the CPU and CUDA builds adapt alike bit for bit.
 #pragma once
 
 #include <cmath>
