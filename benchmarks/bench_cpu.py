@@ -16,7 +16,13 @@
    parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
    together, after an untimed run that compiles everything (fused_hmc: 2 + 2 transitions, which
    compile and load the model; NumPyro: the whole run, whose compiled sampler the timed run
-   reuses).
+   reuses). One more fused_hmc row uses the dual numbers' gradient (gradient=False) in place of the
+   hand-written one, as a user's model without a gradient_source runs.
+3. Chains in vector lanes for either gradient: both models, 256 chains, L = 10 at a fixed step
+   size, --gradient-transitions transitions at torch's default threads, with the hand-written
+   gradient and the duals', each with vector_chains=True and False (median wall time over
+   --repeats interleaved runs). In float64 (eight schools) the draws of a pair are the same bits,
+   which is checked.
 
 OMP_WAIT_POLICY defaults to PASSIVE here (both fused_hmc and the reference run OpenMP regions).
 
@@ -25,6 +31,7 @@ Usage: python benchmarks/bench_cpu.py [--numpyro-python /tmp/jaxenv/bin/python] 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -126,13 +133,15 @@ FUSED_CONFIGS = {
     "fused_hmc": dict(pooled=False, num_leapfrog_steps=8),
     "fused_hmc_per_chain_chees": dict(pooled=False, adapt_trajectory_length=True),
     "fused_hmc_chees_dense": dict(adapt_trajectory_length=True, mass_matrix="dense"),
+    "fused_hmc_duals": dict(pooled=False, num_leapfrog_steps=8, gradient=False),
 }
 
 
 def fused_model(model, start: torch.Tensor, warmup: int, draws: int, config: dict) -> dict:
     import fused_hmc
 
-    target = model.target(gradient=True)
+    config = dict(config)
+    target = model.target(gradient=config.pop("gradient", True))
 
     def run(seed: int, warmup: int, draws: int):
         began = time.perf_counter()
@@ -179,6 +188,48 @@ def models_side_by_side(chains: int, warmup: int, draws: int, python: str | None
     return rows
 
 
+def vector_lanes(transitions: int, repeats: int) -> dict:
+    import fused_hmc
+    from fused_hmc import CppTarget, models
+
+    rows = {}
+    for model, dtype, step in ((models.eight_schools(), torch.float64, 0.1),
+                               (models.logistic_regression(), torch.float32, 0.02)):
+        start = (0.3 * torch.randn(256, model.dim, generator=torch.Generator().manual_seed(0),
+                                   dtype=torch.float64)).to(dtype)
+        runs = {}
+        for gradient, label in ((True, "hand"), (False, "duals")):
+            source = model.source + ("\n" + model.gradient_source if gradient else "")
+            for vector in (True, False):
+                target = CppTarget(source, model.dim, data=dict(model.data), gradient=gradient,
+                                   vector_chains=vector)
+                runs[f"{label}, vector_chains={vector}"] = functools.partial(
+                    fused_hmc.sample, start, target=target, step_size=step,
+                    num_leapfrog_steps=10, seed=1, progress=False)
+        for run in runs.values():
+            run(2)  # compiles and loads the module
+        times = {name: [] for name in runs}
+        draws = {}
+        for _ in range(repeats):
+            for name, run in runs.items():
+                began = time.perf_counter()
+                draws[name] = run(transitions).samples
+                times[name].append(time.perf_counter() - began)
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        row = {"dtype": str(dtype), "chains": 256, "transitions": transitions,
+               "num_leapfrog_steps": 10, "seconds": times, "median_s": medians}
+        for label in ("hand", "duals"):
+            packs, alone = f"{label}, vector_chains=True", f"{label}, vector_chains=False"
+            row[f"{label}_speedup_from_packs"] = medians[alone] / medians[packs]
+            if dtype == torch.float64:
+                assert torch.equal(draws[packs], draws[alone]), f"{model.name} {label}: bits"
+        rows[model.name] = row
+        print(f"  {model.name}: {medians}; packs gain "
+              f"{row['hand_speedup_from_packs']:.2f}x (hand), "
+              f"{row['duals_speedup_from_packs']:.2f}x (duals)", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--transitions", type=int, default=1000)
@@ -190,6 +241,8 @@ def main() -> None:
                         help="an interpreter with jax and numpyro (omit: no NumPyro rows)")
     parser.add_argument("--skip-gaussian", action="store_true")
     parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--gradient-transitions", type=int, default=100,
+                        help="transitions of each run of part 3 (0: skip it)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     result = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -214,6 +267,9 @@ def main() -> None:
                                                args.numpyro_python)
         result["models_settings"] = {"chains": args.chains, "warmup": args.warmup,
                                      "draws": args.draws}
+    if args.gradient_transitions > 0:
+        print("vector lanes for either gradient, 256 chains, L = 10:", flush=True)
+        result["vector_lanes"] = vector_lanes(args.gradient_transitions, args.repeats)
     result["machine"]["load_average_at_end"] = os.getloadavg()
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

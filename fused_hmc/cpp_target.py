@@ -76,10 +76,11 @@ class CppTarget:
     chain (lanes "auto" or 1). ``FUSED_HMC_DIM`` is dim as a compile-time constant: loops
     bounded by it keep x and grad in registers on the GPU.
 
-    vector_chains=True (with gradient=True) runs the CPU build's chains W at a time in the lanes of
-    a vector register (16 float32 or 8 float64 chains with AVX-512): the source is compiled once
-    more with T a pack of chains (csrc/cpu/simd/pack.h), so it may use T only through arithmetic
-    and the functions above, never in an ``if`` or ``?:``. The draws are bit for bit those of
+    vector_chains=True runs the CPU build's chains W at a time in the lanes of a vector register
+    (8 float32 or 4 float64 chains with AVX): the source is compiled once more with T a pack of chains
+    (csrc/cpu/simd/pack.h), or with gradient=False the duals of one
+    (``Dual<Pack, W>``, csrc/math/autodiff/dual.h), so it may use T only through arithmetic and the
+    functions above, never in an ``if`` or ``?:``. The draws are bit for bit those of
     vector_chains=False (docs/CPU.md).
     """
 
@@ -98,9 +99,6 @@ class CppTarget:
         self.has_gradient = gradient
         if not isinstance(vector_chains, bool):
             raise TypeError(f"vector_chains must be True or False, got {vector_chains!r}")
-        if vector_chains and not gradient:
-            raise ValueError("vector_chains=True needs gradient=True: packs of chains run the "
-                             "hand-written gradient (dual numbers do not take packs)")
         self.vector_chains = vector_chains
         lanes_module.check_lanes(lanes)
         self.lanes = lanes  # as asked: "auto" or G (lanes_for: the lanes a run takes)

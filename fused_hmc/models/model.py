@@ -66,8 +66,8 @@ class Model:
         torch_form: () -> :class:`TorchForm`, the same model written for ``fused_hmc.TorchModel``
             (on the same data), or None.
         vector_chains: the source and gradient_source compute with T only through arithmetic
-            and the target functions (no branch on a value), so ``target(gradient=True)`` runs
-            CPU chains in vector lanes (CppTarget's vector_chains).
+            and the target functions (no branch on a value), so ``target()`` runs CPU chains in
+            vector lanes (CppTarget's vector_chains), with either gradient.
     """
 
     name: str
@@ -129,7 +129,7 @@ class Model:
         source = self.source + ("\n" + self.gradient_source if gradient else "")
         return CppTarget(source, self.dim, data=dict(self.data), names=list(self.names),
                          log_prob=self.log_prob_fn, gradient=gradient, lanes=self.lanes,
-                         constrain=self.constrain, vector_chains=gradient and self.vector_chains)
+                         constrain=self.constrain, vector_chains=self.vector_chains)
 
     def _check_x(self, arg: str, x) -> None:
         if not isinstance(x, torch.Tensor):

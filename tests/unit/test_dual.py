@@ -4,7 +4,9 @@ for float, double and Dual, against torch autograd (and scipy for digamma).
 A small test extension (tests/unit/cpp/) evaluates, element by element, every function on plain T
 and on Dual<T, 2> (unary: lanes seeded 1 and -0.5; binary: Dual/Dual, Dual/scalar, scalar/Dual),
 and value_and_gradient of three user-style models (eight schools, logistic regression, one using
-every function) at several W, including dims that are not multiples of W.
+every function) at several W, including dims that are not multiples of W. On the CPU it also
+evaluates every function on the duals of packs of chains (Dual<Pack, 2>), which must hold, lane by
+lane, the bits of the scalar evaluation.
 
 Tolerances. float64: 1e-12 (|ref| + scale) (the brief's tight bound: about 4500 ulp of slack over
 the few-ulp errors of libm and of torch's own formulas). float32 (the reference is float64 at the
@@ -38,6 +40,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from fused_hmc import _build
+
 ROOT = Path(__file__).resolve().parents[2]
 CPP = ROOT / "tests" / "unit" / "cpp"
 EPS32 = float(np.finfo(np.float32).eps)
@@ -45,8 +49,10 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 def _sources_hash() -> str:
     h = hashlib.sha256()
-    for p in sorted([*(ROOT / "csrc" / "math").rglob("*.h"), *CPP.iterdir()]):
+    headers = [*(ROOT / "csrc" / "math").rglob("*.h"), *(ROOT / "csrc" / "cpu" / "simd").glob("*.h")]
+    for p in sorted([*headers, *CPP.iterdir()]):
         h.update(p.read_bytes())
+    h.update(repr(_build.HOST_FLAGS).encode())
     return h.hexdigest()[:12]
 
 
@@ -55,7 +61,7 @@ def _load(kind: str, source: str):
 
     return load(name=f"fused_hmc_dual_test_{kind}_{_sources_hash()}", sources=[str(CPP / source)],
                 extra_include_paths=[str(ROOT / "csrc"), str(CPP)],
-                extra_cflags=["-O3", "-ffp-contract=off"],  # the main build's HOST_FLAGS
+                extra_cflags=list(_build.HOST_FLAGS),  # the main build's (packs as wide)
                 extra_cuda_cflags=["-O3"], verbose=False)
 
 
@@ -122,8 +128,6 @@ BINARY = {
     "div": (torch.div, lambda w: (log_uniform(1e-6, 1e6, w, True),) * 2),
     "pow": (torch.pow, lambda w: (log_uniform(1e-3, 1e3, w), reals(-20, 20, w) if w == 64
                                   else reals(-5, 5, w))),
-    "pow_int": (torch.pow, lambda w: (st.one_of(log_uniform(1e-3, 1e3, w, True), st.just(0.0)),
-                                      st.integers(-4, 4).map(float))),
     "fmin": (torch.fmin, lambda w: (reals(-1e30, 1e30, w),) * 2),
     "fmax": (torch.fmax, lambda w: (reals(-1e30, 1e30, w),) * 2),
     "log_sum_exp": (torch.logaddexp, lambda w: (reals(-1e30, 1e30, w), reals(-60, 60, w))),
@@ -131,6 +135,10 @@ BINARY = {
     "fma": (lambda a, b: a * b + a, lambda w: (log_uniform(1e-15, 1e15, w, True),) * 2),
     "lt": (torch.lt, None), "le": (torch.le, None), "gt": (torch.gt, None),
     "ge": (torch.ge, None), "eq": (torch.eq, None), "ne": (torch.ne, None),
+    "where": (lambda a, b: torch.where(a < b, a * b, b - a),
+              lambda w: (log_uniform(1e-15, 1e15, w, True),) * 2),
+    "pow_int": (torch.pow, lambda w: (st.one_of(log_uniform(1e-3, 1e3, w, True), st.just(0.0)),
+                                      st.integers(-4, 4).map(float))),
 }
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 # fma's reference a * b + a rounds twice (float64): its error is relative to |a b| + |a|.
@@ -261,7 +269,7 @@ def test_binary_against_autograd(cpu_ext, name, dtype, data):
     else:
         da, db = BINARY[name][1](w)
         pair = st.tuples(da, db)
-        if name in ("fmin", "fmax", "log_sum_exp"):  # ties: which derivative passes
+        if name in ("fmin", "fmax", "log_sum_exp", "where"):  # ties: which derivative passes
             pair = st.one_of(pair, da.map(lambda v: (v, v)))
     pairs = data.draw(st.lists(pair, min_size=1, max_size=16))
     check_binary(cpu_ext, name, [p[0] for p in pairs], [p[1] for p in pairs], dtype, "cpu")
@@ -490,6 +498,51 @@ def fma_rounds_once(ext, device):
 
 def test_fma_rounds_once(cpu_ext):
     fma_rounds_once(cpu_ext, "cpu")
+
+
+# ---- packs of chains: Dual<Pack, 2> lane by lane is Dual<T, 2> (CppTarget(vector_chains=True)) ----
+# Inputs where the rules choose: zeros of both signs, ties, infinities, NaN, pow's x = 0, and
+# ordinary values; every pair of them for binary operations. float32 packs compute exp, log and
+# log1p by float_transcendentals.h where this extension's plain float calls libm (a CppTarget
+# with vector_chains=True uses float_transcendentals.h for both), so in float32 only the functions
+# that reach none of the three are compared.
+PACK_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -2.5, 3.0, 1e-3, 40.0, -40.0, math.inf, -math.inf,
+              math.nan]
+FLOAT_TRANSCENDENTAL_FREE = {"neg", "sqrt", "abs", "fabs", "sin", "cos", "lgamma", "add", "sub",
+                             "mul", "div", "fmin", "fmax", "log_sum_exp", "fma", "lt", "le", "gt",
+                             "ge", "eq", "ne", "where"}
+
+
+def assert_same_bits(got, want, what):
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), what
+    ints = torch.int64 if got.dtype == torch.float64 else torch.int32
+    assert torch.equal(got[~nan].view(ints), want[~nan].view(ints)), what  # -0 is not 0
+
+
+def _pack_dtypes(name):
+    return [torch.float64] + ([torch.float32] if name in FLOAT_TRANSCENDENTAL_FREE else [])
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_in_packs_holds_the_scalar_bits(cpu_ext, name):
+    for dtype in _pack_dtypes(name):
+        random = torch.randn(37, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        x = torch.cat([torch.tensor(PACK_EDGES, dtype=torch.float64), 3 * random]).to(dtype)
+        assert_same_bits(cpu_ext.unary_packs(name, x), cpu_ext.unary(name, x)[:4], (name, dtype))
+
+
+@pytest.mark.parametrize("name", [n for n in BINARY if n != "pow_int"])
+def test_binary_in_packs_holds_the_scalar_bits(cpu_ext, name):
+    for dtype in _pack_dtypes(name):
+        edges = torch.tensor(PACK_EDGES, dtype=torch.float64)
+        random = 3 * torch.randn(2, 41, generator=torch.Generator().manual_seed(2),
+                                 dtype=torch.float64)
+        a = torch.cat([edges.repeat_interleave(len(PACK_EDGES)), random[0]]).to(dtype)
+        b = torch.cat([edges.repeat(len(PACK_EDGES)), random[1]]).to(dtype)
+        assert_same_bits(cpu_ext.binary_packs(name, a, b), cpu_ext.binary(name, a, b)[:4],
+                         (name, dtype))
+    assert cpu_ext.pack_lanes(True) >= 2  # the lanes differ within a pack
 
 
 @pytest.mark.cuda

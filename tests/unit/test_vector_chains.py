@@ -7,7 +7,8 @@ trajectory lengths (a different L in each lane), thinning, chain offsets and thr
 
 Two library models: logistic regression in float32 (8 chains a pack; softplus and sigmoid on
 float_transcendentals.h's exp and log1p, which a vector_chains module computes alone and in packs)
-and eight schools in float64 (4 a pack; libm's exp and log1p lane by lane). In float64 a
+and eight schools in float64 (4 a pack; libm's exp and log1p lane by lane), each with its
+hand-written gradient and with the dual numbers' (gradient=False: Dual<Pack, W>). In float64 a
 vector_chains module computes every function as a module without packs does, so there the draws are
 also compared bit for bit with vector_chains=False.
 """
@@ -25,20 +26,26 @@ MODELS = {"logistic_regression": (models.logistic_regression, torch.float32),
           "eight_schools": (models.eight_schools, torch.float64)}
 
 
-def _targets(name: str) -> tuple[CppTarget, CppTarget, torch.dtype, int]:
-    """(vector_chains=True, vector_chains=False, dtype, dim) for a library model."""
+def _targets(name: str, gradient: bool = True) -> tuple[CppTarget, CppTarget, torch.dtype, int]:
+    """(vector_chains=True, vector_chains=False, dtype, dim) for a library model, with its
+    hand-written gradient or the duals'."""
     make, dtype = MODELS[name]
     model = make()
-    vector = model.target(gradient=True)
+    vector = model.target(gradient=gradient)
     assert vector.vector_chains
-    scalar = CppTarget(model.source + "\n" + model.gradient_source, model.dim,
-                       data=dict(model.data), gradient=True, vector_chains=False)
+    source = model.source + ("\n" + model.gradient_source if gradient else "")
+    scalar = CppTarget(source, model.dim, data=dict(model.data), gradient=gradient,
+                       vector_chains=False)
     return vector, scalar, dtype, model.dim
 
 
-@pytest.fixture(scope="module", params=list(MODELS))
+GRADIENTS = {"hand": True, "duals": False}
+
+
+@pytest.fixture(scope="module", params=[(m, g) for g in GRADIENTS for m in MODELS],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def pair(request):
-    return _targets(request.param)
+    return _targets(request.param[0], GRADIENTS[request.param[1]])
 
 
 def _start(batch: int, dim: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
@@ -94,9 +101,10 @@ def test_a_chain_in_a_pack_is_the_chain_alone(pair):
             assert torch.equal(value, want[4][name]), (b, name)
 
 
-def test_float64_draws_are_those_of_vector_chains_false():
+@pytest.mark.parametrize("gradient", list(GRADIENTS))
+def test_float64_draws_are_those_of_vector_chains_false(gradient):
     """eight schools in float64: the module with packs against the module without."""
-    vector, scalar, dtype, dim = _targets("eight_schools")
+    vector, scalar, dtype, dim = _targets("eight_schools", GRADIENTS[gradient])
     q0 = _start(21, dim, dtype)
     a, b = _both((vector, scalar), q0, 30, **{k: v for k, v in WARMUP.items()
                                               if k not in ("progress", "chunk_size")})
@@ -235,10 +243,8 @@ def _any_batch_pair():
     return _PAIR["pair"]
 
 
-def test_vector_chains_needs_the_hand_written_gradient():
+def test_vector_chains_must_be_a_bool():
     model = models.eight_schools()
-    with pytest.raises(ValueError, match="vector_chains=True needs gradient=True"):
-        CppTarget(model.source, model.dim, data=dict(model.data), vector_chains=True)
     with pytest.raises(TypeError, match="vector_chains must be True or False"):
         CppTarget(model.source, model.dim, data=dict(model.data), gradient=True,
                   vector_chains=1)

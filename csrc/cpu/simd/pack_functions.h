@@ -84,6 +84,21 @@ FHMC_PACK_BINARY_FUNCTION(fmax)
 FHMC_PACK_BINARY_FUNCTION(log_sum_exp)
 #undef FHMC_PACK_BINARY_FUNCTION
 
+// log_sum_exp's value and weights (its derivatives, for the duals of packs), lane by lane through
+// the scalar function and its branches.
+template <typename S, int W>
+Pack<S, W> log_sum_exp_and_weights(const Pack<S, W>& a, const Pack<S, W>& b, Pack<S, W>* weight_a,
+                                   Pack<S, W>* weight_b) {
+  Pack<S, W> r;
+  for (int l = 0; l < W; ++l) {
+    S wa, wb;
+    r.v[l] = target_math::log_sum_exp_and_weights(a.v[l], b.v[l], &wa, &wb);
+    weight_a->v[l] = wa;
+    weight_b->v[l] = wb;
+  }
+  return r;
+}
+
 // fma(a, b, c) of packs, or of packs and scalars: the IEEE fused multiply-add in every lane.
 template <class A, class B, class C,
           typename std::enable_if<

@@ -20,6 +20,12 @@
 // (x * 0.5 stays float math on the GPU; plain float code would promote to double, so float values
 // may differ from the plain ones in the last bits); comparisons use C++'s own promotion, so a
 // branch such as `if (x > 0.1)` goes the same way for a Dual as for the plain T.
+//
+// T may also be the CPU build's pack of chains (cpu/simd/pack.h, CppTarget(vector_chains=True)):
+// Dual<Pack<S, L>, W> is L chains' duals, each lane computed as Dual<S, W> computes it, so lane l
+// has the bits of chain l's scalar dual. Everything here that chooses on a value therefore chooses
+// lane by lane (where, any_lane: math/fp/lanes.h); a comparison gives T's lane mask (a bool for a
+// float or double).
 #pragma once
 
 #include <stdint.h>
@@ -27,6 +33,7 @@
 #include <type_traits>
 
 #include "../fp/host_device.h"
+#include "../fp/lanes.h"
 #include "../fp/scalar_functions.h"
 
 #if defined(__CUDACC__)
@@ -43,7 +50,8 @@ using if_scalar_t = typename std::enable_if<std::is_arithmetic<S>::value, int>::
 
 template <class T, int W>
 struct Dual {
-  static_assert(std::is_floating_point<T>::value, "Dual<T, W>: T must be float or double");
+  static_assert(std::is_floating_point<T>::value || lane_traits<T>::kLanes > 1,
+                "Dual<T, W>: T must be float or double, or a pack of chains of them");
   static_assert(W >= 1, "Dual<T, W>: W must be at least 1");
   T v;     // value
   T d[W];  // directional derivatives
@@ -53,6 +61,11 @@ struct Dual {
   template <class S, if_scalar_t<S> = 0>
   FHMC_HD Dual(S value) : v(static_cast<T>(value)) {
     FHMC_UNROLL
+    for (int k = 0; k < W; ++k) d[k] = T(0);
+  }
+  // A pack of chains' values (for float or double the constructor above): zero derivatives.
+  template <class U = T, typename std::enable_if<!std::is_arithmetic<U>::value, int>::type = 0>
+  FHMC_HD Dual(const T& value) : v(value) {
     for (int k = 0; k < W; ++k) d[k] = T(0);
   }
 
@@ -93,16 +106,29 @@ FHMC_HD Dual<T, W> chain2(const Dual<T, W>& a, const Dual<T, W>& b, T value, T s
   return r;
 }
 
-// d pow(x, y) / dx given p = pow(x, y); 0 at y = 0 (torch), y pow(x, y - 1) where x = 0.
+// a where m holds, else b: value and derivatives alike.
+template <class M, class T, int W>
+FHMC_HD Dual<T, W> select(const M& m, const Dual<T, W>& a, const Dual<T, W>& b) {
+  Dual<T, W> r;
+  r.v = where(m, a.v, b.v);
+  FHMC_UNROLL
+  for (int k = 0; k < W; ++k) r.d[k] = where(m, a.d[k], b.d[k]);
+  return r;
+}
+
+// d pow(x, y) / dx given p = pow(x, y); 0 at y = 0 (torch), y pow(x, y - 1) where x = 0 (the
+// second pow only when some chain needs it).
 template <class T>
 FHMC_HD T pow_base_slope(T x, T y, T p) {
-  if (y == T(0)) return T(0);
-  return x != T(0) ? y * p / x : y * pow(x, y - T(1));
+  T slope = y * p / x;
+  const auto at_zero = x == T(0);
+  if (any_lane(at_zero)) slope = where(at_zero, y * pow(x, y - T(1)), slope);
+  return where(y == T(0), T(0), slope);
 }
 // d pow(x, y) / dy given p; 0 where x = 0 and y >= 0 (torch), where log(0) would give NaN.
 template <class T>
 FHMC_HD T pow_exponent_slope(T x, T y, T p) {
-  return (x == T(0) && y >= T(0)) ? T(0) : p * log(x);
+  return where(x == T(0) && y >= T(0), T(0), p * log(x));
 }
 
 }  // namespace dual_detail
@@ -184,16 +210,17 @@ FHMC_HD Dual<T, W> operator/(S a, const Dual<T, W>& b) {
   return dual_detail::chain(b, q, -q * inv);  // the Dual / Dual slope, bit for bit
 }
 
-// ---- comparisons: values only, in C++'s own promotion (the branch the plain T would take) ----
+// ---- comparisons: values only, in C++'s own promotion (the branch the plain T would take); a
+// bool, or a pack's lane mask ----
 #define FHMC_DUAL_COMPARISON(op)                                                   \
   template <class T, int W>                                                        \
-  FHMC_HD bool operator op(const Dual<T, W>& a, const Dual<T, W>& b) {             \
+  FHMC_HD auto operator op(const Dual<T, W>& a, const Dual<T, W>& b) {             \
     return a.v op b.v;                                                             \
   }                                                                                \
   template <class T, int W, class S, if_scalar_t<S> = 0>                           \
-  FHMC_HD bool operator op(const Dual<T, W>& a, S b) { return a.v op b; }          \
+  FHMC_HD auto operator op(const Dual<T, W>& a, S b) { return a.v op b; }          \
   template <class T, int W, class S, if_scalar_t<S> = 0>                           \
-  FHMC_HD bool operator op(S a, const Dual<T, W>& b) { return a op b.v; }
+  FHMC_HD auto operator op(S a, const Dual<T, W>& b) { return a op b.v; }
 FHMC_DUAL_COMPARISON(<)
 FHMC_DUAL_COMPARISON(<=)
 FHMC_DUAL_COMPARISON(>)
@@ -201,6 +228,15 @@ FHMC_DUAL_COMPARISON(>=)
 FHMC_DUAL_COMPARISON(==)
 FHMC_DUAL_COMPARISON(!=)
 #undef FHMC_DUAL_COMPARISON
+
+// where(m, a, b) of a pack's duals, lane by lane (a bool m takes math/fp/lanes.h's where, which
+// the using-declaration keeps visible beside this overload).
+using fused_hmc::where;
+template <class M, class T, int W,
+          typename std::enable_if<!std::is_same<M, bool>::value, int>::type = 0>
+FHMC_HD Dual<T, W> where(const M& m, const Dual<T, W>& a, const Dual<T, W>& b) {
+  return dual_detail::select(m, a, b);
+}
 
 // ---- elementary functions ----
 template <class T, int W>
@@ -225,7 +261,9 @@ FHMC_HD Dual<T, W> sqrt(const Dual<T, W>& a) {
 }
 template <class T, int W>
 FHMC_HD Dual<T, W> abs(const Dual<T, W>& a) {
-  const T slope = a.v > T(0) ? T(1) : a.v < T(0) ? T(-1) : a.v == T(0) ? T(0) : a.v;
+  // 1, -1, 0 at 0, and NaN for NaN
+  const T slope =
+      where(a.v > T(0), T(1), where(a.v < T(0), T(-1), where(a.v == T(0), T(0), a.v)));
   return dual_detail::chain(a, abs(a.v), slope);
 }
 template <class T, int W>
@@ -265,7 +303,7 @@ FHMC_HD Dual<T, W> pow(S a, const Dual<T, W>& b) {
 // ---- fmin / fmax: torch's choice of which argument's derivative passes ----
 template <class T, int W>
 FHMC_HD Dual<T, W> fmax(const Dual<T, W>& a, const Dual<T, W>& b) {
-  return (a.v >= b.v || b.v != b.v) ? a : b;
+  return dual_detail::select(a.v >= b.v || b.v != b.v, a, b);
 }
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmax(const Dual<T, W>& a, S b) { return fmax(a, Dual<T, W>(b)); }
@@ -273,7 +311,7 @@ template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmax(S a, const Dual<T, W>& b) { return fmax(Dual<T, W>(a), b); }
 template <class T, int W>
 FHMC_HD Dual<T, W> fmin(const Dual<T, W>& a, const Dual<T, W>& b) {
-  return (a.v <= b.v || b.v != b.v) ? a : b;
+  return dual_detail::select(a.v <= b.v || b.v != b.v, a, b);
 }
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmin(const Dual<T, W>& a, S b) { return fmin(a, Dual<T, W>(b)); }
@@ -350,7 +388,7 @@ FHMC_HD Dual<T, W> log_sigmoid(const Dual<T, W>& a) {  // -softplus(-x); slope s
 template <class T, int W>
 FHMC_HD Dual<T, W> sigmoid(const Dual<T, W>& a) {
   const T e = exp(-abs(a.v)), r = T(1) / (T(1) + e);
-  return dual_detail::chain(a, a.v >= T(0) ? r : e * r, e * r * r);  // s (1 - s) = e / (1 + e)^2
+  return dual_detail::chain(a, where(a.v >= T(0), r, e * r), e * r * r);  // s (1 - s) = e / (1 + e)^2
 }
 
 }  // namespace target_math

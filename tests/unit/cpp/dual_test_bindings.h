@@ -100,8 +100,10 @@ torch::Tensor gradient(const std::string& name, torch::Tensor x, int64_t width, 
 
 }  // namespace dual_test
 
-#define FHMC_DUAL_TEST_MODULE(Backend)                                                     \
+// add_more(m) defines a backend's own functions beside the shared ones.
+#define FHMC_DUAL_TEST_MODULE(Backend, add_more)                                           \
   PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {                                               \
+    add_more(m);                                                                           \
     m.def("unary", &dual_test::unary<Backend>);                                            \
     m.def("binary", &dual_test::binary<Backend>);                                          \
     m.def("gradient", &dual_test::gradient<Backend>);                                      \

@@ -69,14 +69,17 @@ FUSED_HMC_HD T all_functions(const T* x, const Data& data) {
 // ---- element-wise checks: each function on plain T and on Dual<T, 2> ----
 template <class T>
 FUSED_HMC_HD T value_of(T x) { return x; }
-template <class T>
-FUSED_HMC_HD T value_of(bool x) { return x ? T(1) : T(0); }
+// a comparison's result: a bool, or a pack of chains' lane mask (1 where it holds)
+template <class T, class M,
+          typename std::enable_if<std::is_same<M, fused_hmc::lane_mask_t<T>>::value, int>::type = 0>
+FUSED_HMC_HD T value_of(const M& x) { return where(x, T(1), T(0)); }
 template <class T, int W>
 FUSED_HMC_HD T value_of(const fused_hmc::Dual<T, W>& x) { return x.v; }
 template <class T>
 FUSED_HMC_HD T slope_of(T, int) { return T(0); }  // a constant result
-template <class T>
-FUSED_HMC_HD T slope_of(bool, int) { return T(0); }
+template <class T, class M,
+          typename std::enable_if<std::is_same<M, fused_hmc::lane_mask_t<T>>::value, int>::type = 0>
+FUSED_HMC_HD T slope_of(const M&, int) { return T(0); }
 template <class T, int W>
 FUSED_HMC_HD T slope_of(const fused_hmc::Dual<T, W>& x, int k) { return x.d[k]; }
 
@@ -91,11 +94,14 @@ FUSED_HMC_HD int as_int(const fused_hmc::Dual<T, W>& x) { return static_cast<int
   X(cos, cos(a)) X(lgamma, lgamma(a)) X(sigmoid, sigmoid(a))                           \
   X(log_sigmoid, log_sigmoid(a)) X(softplus, softplus(a))
 
-#define FHMC_TEST_BINARY_OPS(X)                                                        \
+// The binary operations of two values that may differ chain by chain (in a pack of chains, every
+// lane its own), then pow_int, whose integer exponent a pack's chains share.
+#define FHMC_TEST_LANEWISE_BINARY_OPS(X)                                               \
   X(add, a + b) X(sub, a - b) X(mul, a * b) X(div, a / b) X(pow, pow(a, b))            \
-  X(pow_int, pow(a, as_int(b))) X(fmin, fmin(a, b)) X(fmax, fmax(a, b))                \
-  X(log_sum_exp, log_sum_exp(a, b)) X(fma, fma(a, b, a)) X(lt, a < b) X(le, a <= b) X(gt, a > b)            \
-  X(ge, a >= b) X(eq, a == b) X(ne, a != b)
+  X(fmin, fmin(a, b)) X(fmax, fmax(a, b)) X(log_sum_exp, log_sum_exp(a, b))            \
+  X(fma, fma(a, b, a)) X(lt, a < b) X(le, a <= b) X(gt, a > b) X(ge, a >= b)           \
+  X(eq, a == b) X(ne, a != b) X(where, where(a < b, a * b, b - a))
+#define FHMC_TEST_BINARY_OPS(X) FHMC_TEST_LANEWISE_BINARY_OPS(X) X(pow_int, pow(a, as_int(b)))
 
 #define FHMC_TEST_ENUM(name, expr) k_##name,
 enum UnaryOp { FHMC_TEST_UNARY_OPS(FHMC_TEST_ENUM) kUnaryCount };
