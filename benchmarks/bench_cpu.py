@@ -16,8 +16,10 @@
    parameters) of the same code here; ESS/s divides it by the wall time of warm-up and sampling
    together, after an untimed run that compiles everything (fused_hmc: 2 + 2 transitions, which
    compile and load the model; NumPyro: the whole run, whose compiled sampler the timed run
-   reuses). One more fused_hmc row uses the dual numbers' gradient (gradient=False) in place of the
-   hand-written one, as a user's model without a gradient_source runs.
+   reuses). Two more fused_hmc rows: the dual numbers' gradient (gradient=False, L = 8) in place
+   of the hand-written one, as a user's C++ model without a gradient runs; and the model written
+   in PyTorch (the library model's torch_form, fused_hmc.TorchModel's generated reverse-mode
+   gradient) with the per-chain ChEES warm-up.
 3. Chains in vector lanes for either gradient: both models, 256 chains, L = 10 at a fixed step
    size, --gradient-transitions transitions at torch's default threads, with the hand-written
    gradient and the duals', each with vector_chains=True and False (median wall time over
@@ -134,6 +136,8 @@ FUSED_CONFIGS = {
     "fused_hmc_per_chain_chees": dict(pooled=False, adapt_trajectory_length=True),
     "fused_hmc_chees_dense": dict(adapt_trajectory_length=True, mass_matrix="dense"),
     "fused_hmc_duals": dict(pooled=False, num_leapfrog_steps=8, gradient=False),
+    "fused_hmc_torch_model_per_chain_chees": dict(pooled=False, adapt_trajectory_length=True,
+                                                  torch_model=True),
 }
 
 
@@ -141,7 +145,14 @@ def fused_model(model, start: torch.Tensor, warmup: int, draws: int, config: dic
     import fused_hmc
 
     config = dict(config)
-    target = model.target(gradient=config.pop("gradient", True))
+    # the C++ coordinates x_cpp = x_torch[..., to_cpp]: the same starts, draws compared alike
+    to_cpp = None
+    if config.pop("torch_model", False):
+        form = model.torch_form()
+        target, to_cpp = form.model(), torch.tensor(form.to_cpp)
+        start = start[..., torch.argsort(to_cpp)]
+    else:
+        target = model.target(gradient=config.pop("gradient", True))
 
     def run(seed: int, warmup: int, draws: int):
         began = time.perf_counter()
@@ -151,7 +162,8 @@ def fused_model(model, start: torch.Tensor, warmup: int, draws: int, config: dic
 
     run(1, 2, 2)  # compiles and loads the model (nothing else to warm up)
     res, wall = run(2, warmup, draws)
-    return _row(model, res.samples.double().numpy(), wall) | {
+    samples = res.samples if to_cpp is None else res.samples[..., to_cpp]
+    return _row(model, samples.double().numpy(), wall) | {
         "accept": float(res.mean_accept_prob.mean()), "threads": torch.get_num_threads(),
         "gradient_evaluations": res.warmup_gradient_evaluations
         + res.sampling_gradient_evaluations}
