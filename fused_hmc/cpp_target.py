@@ -77,10 +77,10 @@ class CppTarget:
     bounded by it keep x and grad in registers on the GPU.
 
     vector_chains=True runs the CPU build's chains W at a time in the lanes of a vector register
-    (8 float32 or 4 float64 chains with AVX): the source is compiled once more with T a pack of chains
-    (csrc/cpu/simd/pack.h), or with gradient=False the duals of one
-    (``Dual<Pack, W>``, csrc/math/autodiff/dual.h), so it may use T only through arithmetic and the
-    functions above, never in an ``if`` or ``?:``. The draws are bit for bit those of
+    (8 float32 or 4 float64 chains with AVX): the source is compiled once more with T a pack of
+    chains (csrc/cpu/simd/pack.h), or with gradient=False the duals of one (``Dual<Pack, W>``,
+    csrc/math/autodiff/dual.h), so it may use T only through arithmetic and the functions above,
+    never in an ``if`` or ``?:``. The draws are bit for bit those of
     vector_chains=False (docs/CPU.md).
     """
 

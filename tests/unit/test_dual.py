@@ -49,7 +49,8 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 def _sources_hash() -> str:
     h = hashlib.sha256()
-    headers = [*(ROOT / "csrc" / "math").rglob("*.h"), *(ROOT / "csrc" / "cpu" / "simd").glob("*.h")]
+    headers = [*(ROOT / "csrc" / "math").rglob("*.h"),
+               *(ROOT / "csrc" / "cpu" / "simd").glob("*.h")]
     for p in sorted([*headers, *CPP.iterdir()]):
         h.update(p.read_bytes())
     h.update(repr(_build.HOST_FLAGS).encode())
@@ -500,7 +501,7 @@ def test_fma_rounds_once(cpu_ext):
     fma_rounds_once(cpu_ext, "cpu")
 
 
-# ---- packs of chains: Dual<Pack, 2> lane by lane is Dual<T, 2> (CppTarget(vector_chains=True)) ----
+# ---- packs of chains: Dual<Pack, 2> lane by lane is Dual<T, 2> (vector_chains=True) ----
 # Inputs where the rules choose: zeros of both signs, ties, infinities, NaN, pow's x = 0, and
 # ordinary values; every pair of them for binary operations. float32 packs compute exp, log and
 # log1p by float_transcendentals.h where this extension's plain float calls libm (a CppTarget

@@ -66,6 +66,7 @@ struct Dual {
   // A pack of chains' values (for float or double the constructor above): zero derivatives.
   template <class U = T, typename std::enable_if<!std::is_arithmetic<U>::value, int>::type = 0>
   FHMC_HD Dual(const T& value) : v(value) {
+    FHMC_UNROLL
     for (int k = 0; k < W; ++k) d[k] = T(0);
   }
 
@@ -103,16 +104,6 @@ FHMC_HD Dual<T, W> chain2(const Dual<T, W>& a, const Dual<T, W>& b, T value, T s
   r.v = value;
   FHMC_UNROLL
   for (int k = 0; k < W; ++k) r.d[k] = slope_a * a.d[k] + slope_b * b.d[k];
-  return r;
-}
-
-// a where m holds, else b: value and derivatives alike.
-template <class M, class T, int W>
-FHMC_HD Dual<T, W> select(const M& m, const Dual<T, W>& a, const Dual<T, W>& b) {
-  Dual<T, W> r;
-  r.v = where(m, a.v, b.v);
-  FHMC_UNROLL
-  for (int k = 0; k < W; ++k) r.d[k] = where(m, a.d[k], b.d[k]);
   return r;
 }
 
@@ -229,13 +220,17 @@ FHMC_DUAL_COMPARISON(==)
 FHMC_DUAL_COMPARISON(!=)
 #undef FHMC_DUAL_COMPARISON
 
-// where(m, a, b) of a pack's duals, lane by lane (a bool m takes math/fp/lanes.h's where, which
-// the using-declaration keeps visible beside this overload).
+// where(m, a, b) of a pack's duals, lane by lane, value and derivatives alike (a bool m takes
+// math/fp/lanes.h's where, which the using-declaration keeps visible beside this overload).
 using fused_hmc::where;
 template <class M, class T, int W,
           typename std::enable_if<!std::is_same<M, bool>::value, int>::type = 0>
 FHMC_HD Dual<T, W> where(const M& m, const Dual<T, W>& a, const Dual<T, W>& b) {
-  return dual_detail::select(m, a, b);
+  Dual<T, W> r;
+  r.v = where(m, a.v, b.v);
+  FHMC_UNROLL
+  for (int k = 0; k < W; ++k) r.d[k] = where(m, a.d[k], b.d[k]);
+  return r;
 }
 
 // ---- elementary functions ----
@@ -303,7 +298,7 @@ FHMC_HD Dual<T, W> pow(S a, const Dual<T, W>& b) {
 // ---- fmin / fmax: torch's choice of which argument's derivative passes ----
 template <class T, int W>
 FHMC_HD Dual<T, W> fmax(const Dual<T, W>& a, const Dual<T, W>& b) {
-  return dual_detail::select(a.v >= b.v || b.v != b.v, a, b);
+  return where(a.v >= b.v || b.v != b.v, a, b);
 }
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmax(const Dual<T, W>& a, S b) { return fmax(a, Dual<T, W>(b)); }
@@ -311,7 +306,7 @@ template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmax(S a, const Dual<T, W>& b) { return fmax(Dual<T, W>(a), b); }
 template <class T, int W>
 FHMC_HD Dual<T, W> fmin(const Dual<T, W>& a, const Dual<T, W>& b) {
-  return dual_detail::select(a.v <= b.v || b.v != b.v, a, b);
+  return where(a.v <= b.v || b.v != b.v, a, b);
 }
 template <class T, int W, class S, if_scalar_t<S> = 0>
 FHMC_HD Dual<T, W> fmin(const Dual<T, W>& a, S b) { return fmin(a, Dual<T, W>(b)); }
@@ -388,7 +383,8 @@ FHMC_HD Dual<T, W> log_sigmoid(const Dual<T, W>& a) {  // -softplus(-x); slope s
 template <class T, int W>
 FHMC_HD Dual<T, W> sigmoid(const Dual<T, W>& a) {
   const T e = exp(-abs(a.v)), r = T(1) / (T(1) + e);
-  return dual_detail::chain(a, where(a.v >= T(0), r, e * r), e * r * r);  // s (1 - s) = e / (1 + e)^2
+  // slope s (1 - s) = e / (1 + e)^2
+  return dual_detail::chain(a, where(a.v >= T(0), r, e * r), e * r * r);
 }
 
 }  // namespace target_math
