@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import signal
 
 import numpy as np
@@ -245,13 +244,24 @@ def test_keyboard_interrupt_returns_what_was_sampled(device, monkeypatch):
     assert_results_equal(sampler.run(12), whole)
 
 
-def test_ctrl_c_stops_between_chunks(device, monkeypatch):
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler for the test, whatever an earlier test or library left (the
+    deferral leaves a C handler alone, and one may swallow the signal); restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_between_chunks(device, monkeypatch, python_sigint_handler):
     """A real SIGINT during a chunk lets the chunk finish, then the run stops."""
     q0 = _q0(device)
 
     def sigint_on_third(call):
         if call == 3:
-            os.kill(os.getpid(), signal.SIGINT)
+            # raise_signal sends it to this thread before it returns; os.kill may hand it to
+            # another thread (OpenMP's workers) and the run can end before it is seen.
+            signal.raise_signal(signal.SIGINT)
 
     calls = _patch_run(monkeypatch, sigint_on_third)
     res = _run(q0, 20, chunk_size=4)
