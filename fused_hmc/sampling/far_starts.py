@@ -195,7 +195,10 @@ class FarStarts:
         # schools: T 8.2 instead of 2.0, 3x the gradients). Its clock starts here too, so its
         # moving average weighs the slow windows' updates more than without this phase; that is
         # safe only because the clip to the restarts' spiking step sizes no longer feeds the
-        # average (csrc/math/adaptation/trajectory_adaptation.h, docs/FAR_STARTS.md).
+        # average (csrc/math/adaptation/trajectory_adaptation.h, docs/FAR_STARTS.md). A T0 below
+        # one step of eps starts at one step (warmup.restart_chees_optimizer says why).
+        if k.state.chees is not None:
+            k.state.chees[0] = max(float(k.state.chees[0]), eps)
 
     def _restart_stuck(self, q: torch.Tensor, i: int) -> None:
         stuck = (q == self.anchor).all(1)

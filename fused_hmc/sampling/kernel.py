@@ -210,7 +210,7 @@ class ChainKernel:
                 if before is not None:
                     self.count_kept_masses(before)
                 if ends_window and self.state.chees is not None:
-                    restart_chees_optimizer(self.state.chees)
+                    restart_chees_optimizer(self.state.chees, self.state.step_size)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
             self.state = AdaptationState(self.state.step_size, self.state.inverse_mass,

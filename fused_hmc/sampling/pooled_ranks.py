@@ -135,7 +135,7 @@ class RankPooledWarmup:
                 if before is not None:
                     k.count_kept_masses(before)
                 if variance is not None and self._chees is not None:  # a slow window's end
-                    restart_chees_optimizer(k.state.chees)
+                    restart_chees_optimizer(k.state.chees, k.state.step_size)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
                 self._check(parts[:, 1].min())
 

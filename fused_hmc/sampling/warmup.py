@@ -177,14 +177,19 @@ def initial_interval(settings: WarmupSettings) -> int:
     return init
 
 
-def restart_chees_optimizer(chees: torch.Tensor) -> None:
+def restart_chees_optimizer(chees: torch.Tensor, step_size: torch.Tensor) -> None:
     """Restarts ChEES's Adam at a slow window's end (the module's docstring says why), in place on
     the op's state [T, mean log T, m, v, beta1^k, beta2^k, k, 0]: T becomes exp(mean log T)
-    (unclipped: the op derives a transition's steps from T within [1, max_leapfrog_steps] either
-    way), where the op's first update after a restart starts Adam; m and v become 0, the bias
-    powers 1 and the clock k 0. Before the first update (k = 0) T is kept."""
+    (before the first update, k = 0, the T0 given), where the op's first update after a restart
+    starts Adam; m and v become 0, the bias powers 1 and the clock k 0.
+
+    T restarts at one step of the chains' (median) step size at least: a shorter T runs one step
+    all the same, and Adam moves the average by about k^-1/2 of a step each update, so a T0 far
+    below one step stayed there for a whole warm-up. The window's last step size, not the
+    restarted dual averaging's first (about 10x), is the floor."""
     started = chees[6] > 0
-    chees[0] = torch.where(started, chees[1].exp(), chees[0])
+    length = torch.where(started, chees[1].exp(), chees[0])
+    chees[0] = torch.maximum(length, step_size.median().to(chees))
     chees[2:4] = 0.0
     chees[4:6] = 1.0
     chees[6] = 0.0

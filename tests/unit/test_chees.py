@@ -79,14 +79,19 @@ def test_the_chees_state_follows_the_op_contract(device):
 def test_restarting_chees_starts_adam_afresh_from_the_average():
     """At a slow window's end: T = exp(mean log T) (not the clipped T of the transition that ended
     the window), Adam's moments 0, its bias powers 1 and the clock 0; the unused slot untouched.
-    Before any update (k = 0) T stays the T0 given."""
+    Before any update (k = 0) T stays the T0 given. Either is floored at one step."""
     chees = torch.tensor([0.5, math.log(2.0), 0.3, 0.04, 0.9 ** 7, 0.999 ** 7, 7.0, 0.0],
                          dtype=torch.float64)
-    restart_chees_optimizer(chees)
+    restart_chees_optimizer(chees, torch.tensor([0.3], dtype=torch.float64))
     assert chees.tolist() == [2.0, math.log(2.0), 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
     fresh = torch.tensor([1.5, 0, 0, 0, 1, 1, 0, 0], dtype=torch.float64)
-    restart_chees_optimizer(fresh)
+    restart_chees_optimizer(fresh, torch.tensor([0.3], dtype=torch.float64))
     assert fresh.tolist() == [1.5, 0, 0, 0, 1, 1, 0, 0]
+    # Never below one step of the chains' median step size (the window's last, not the restarted
+    # dual averaging's): T0 or an average below it would run one step all the same.
+    for state in (chees, fresh):
+        restart_chees_optimizer(state, torch.tensor([0.5, 2.5, 3.0], dtype=torch.float64))
+        assert state[0].item() == 2.5
 
 
 def test_a_chees_checkpoint_resumes_bit_for_bit(sigint_handler, monkeypatch,  # noqa: F811
