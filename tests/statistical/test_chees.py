@@ -198,6 +198,22 @@ def test_the_whole_warmup_lands_where_the_criterion_peaks_at_its_step_size():
     _assert_the_warmups_land_where_the_criterion_peaks("cpu")
 
 
+def test_a_length_far_below_one_step_leaves_one_step():
+    """T0 = 0.01 (step_size 0.01, one leapfrog step) on the Gaussian of the test above, 3000
+    warm-up transitions: the step size adapts to about 0.95, a hundred times T0. Without the floor
+    at one step (restart_chees_optimizer, FarStarts._pool) T stayed clipped to one step, T / eps =
+    1 exactly. Measured over 24 seeds with the floor: T / eps 1.47 to 1.69 for 21 seeds (mean
+    1.593, sd 0.061: the criterion's first maximum), 4.05 to 4.94 for 3 (its second; the band
+    below is one-sided). The bound: 1.593 - 4.75 (one-sided 1e-6) x the sd's 99.9% upper bound
+    from those 21, 0.061 sqrt(20 / chi2_0.001(20)) = 0.113, i.e. 1.05."""
+    scale = torch.logspace(-1, 1, 16, dtype=torch.float64)
+    q0 = torch.randn(512, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    res = fused_hmc.sample(q0, 1, target=DiagonalGaussian(torch.zeros(16), scale),
+                           num_warmup=3000, adapt_trajectory_length=True, step_size=0.01,
+                           num_leapfrog_steps=1, seed=0, progress=False, keep_samples=False)
+    assert res.trajectory_length / res.step_size[0].item() > 1.05, res.trajectory_length
+
+
 def _exact_reference(mean: torch.Tensor, scale: torch.Tensor) -> Reference:
     """The exact moments as a posteriordb-style reference with (practically) no error of its own."""
     mean, scale = mean.double().numpy(), scale.double().numpy()
