@@ -172,10 +172,6 @@ def check_mass_matrix(mass_matrix, chains: Chains) -> str:
         if chains.dim > limit:
             raise ValueError(f"mass_matrix='dense' supports dim <= {limit}, got dim "
                              f"{chains.dim}; use mass_matrix='diagonal'")
-        if chains.device.type == "cuda":
-            warnings.warn("mass_matrix='dense' on CUDA is new and its GPU tests have not run yet "
-                          "(tests/unit/test_cuda_dense_mass.py, issue 32): check its answer "
-                          "against a CPU run", UserWarning, stacklevel=3)
     return mass_matrix
 
 
