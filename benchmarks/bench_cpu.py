@@ -24,7 +24,8 @@
    size, --gradient-transitions transitions at torch's default threads, with the hand-written
    gradient and the duals', each with vector_chains=True and False (median wall time over
    --repeats interleaved runs). In float64 (eight schools) the draws of a pair are the same bits,
-   which is checked.
+   which is checked. Beside them the model written in PyTorch (TorchModel, in packs): its time
+   over the hand-written gradient's.
 
 OMP_WAIT_POLICY defaults to PASSIVE here (both fused_hmc and the reference run OpenMP regions).
 
@@ -218,6 +219,12 @@ def vector_lanes(transitions: int, repeats: int) -> dict:
                 runs[f"{label}, vector_chains={vector}"] = functools.partial(
                     fused_hmc.sample, start, target=target, step_size=step,
                     num_leapfrog_steps=10, seed=1, progress=False)
+        # The model written in PyTorch (TorchModel: its reverse-mode gradient, always in packs),
+        # from the same starts in its own coordinates' order.
+        form = model.torch_form()
+        runs["torch model, vector_chains=True"] = functools.partial(
+            fused_hmc.sample, start[..., torch.argsort(torch.tensor(form.to_cpp))],
+            target=form.model(), step_size=step, num_leapfrog_steps=10, seed=1, progress=False)
         for run in runs.values():
             run(2)  # compiles and loads the module
         times = {name: [] for name in runs}
@@ -235,10 +242,13 @@ def vector_lanes(transitions: int, repeats: int) -> dict:
             row[f"{label}_speedup_from_packs"] = medians[alone] / medians[packs]
             if dtype == torch.float64:
                 assert torch.equal(draws[packs], draws[alone]), f"{model.name} {label}: bits"
+        row["torch_model_time_over_hand"] = (medians["torch model, vector_chains=True"]
+                                             / medians["hand, vector_chains=True"])
         rows[model.name] = row
         print(f"  {model.name}: {medians}; packs gain "
               f"{row['hand_speedup_from_packs']:.2f}x (hand), "
-              f"{row['duals_speedup_from_packs']:.2f}x (duals)", flush=True)
+              f"{row['duals_speedup_from_packs']:.2f}x (duals); the torch model takes "
+              f"{row['torch_model_time_over_hand']:.2f}x the hand-written time", flush=True)
     return rows
 
 

@@ -175,7 +175,7 @@ constexpr int pack_width() {
 
 // Either operand as the result's pack (a scalar splatted).
 template <typename R, int W, class T>
-Pack<R, W> as_pack(const T& a) {
+FHMC_PACK_INLINE Pack<R, W> as_pack(const T& a) {
   if constexpr (is_pack<T>::value) {
     if constexpr (std::is_same<typename T::Scalar, R>::value) {
       return a;
@@ -201,7 +201,8 @@ using if_integer_pack_operands_t = typename std::enable_if<
 
 #define FHMC_PACK_BINARY(op, if_operands)                                              \
   template <class A, class B, if_operands<A, B> = 0>                                   \
-  Pack<common_lane_t<A, B>, pack_width<A, B>()> operator op(const A& a, const B& b) {  \
+  FHMC_PACK_INLINE Pack<common_lane_t<A, B>, pack_width<A, B>()> operator op(          \
+      const A& a, const B& b) {                                                        \
     using R = common_lane_t<A, B>;                                                     \
     constexpr int W = pack_width<A, B>();                                              \
     return Pack<R, W>::of(as_pack<R, W>(a).v op as_pack<R, W>(b).v);                   \
@@ -260,33 +261,33 @@ FHMC_PACK_COMPARE(!=)
 #undef FHMC_PACK_COMPARE
 
 template <typename S, int W>
-Pack<S, W> operator-(const Pack<S, W>& a) {
+FHMC_PACK_INLINE Pack<S, W> operator-(const Pack<S, W>& a) {
   return Pack<S, W>::of(-a.v);
 }
 template <typename S, int W>
-Pack<S, W> operator+(const Pack<S, W>& a) {
+FHMC_PACK_INLINE Pack<S, W> operator+(const Pack<S, W>& a) {
   return a;
 }
 
 // a op= b is a = a op b, narrowed back to a's lane type (as for scalars).
 template <typename S, int W>
 template <typename U>
-Pack<S, W>& Pack<S, W>::operator+=(const U& b) {
+FHMC_PACK_INLINE Pack<S, W>& Pack<S, W>::operator+=(const U& b) {
   return *this = Pack(*this + b);
 }
 template <typename S, int W>
 template <typename U>
-Pack<S, W>& Pack<S, W>::operator-=(const U& b) {
+FHMC_PACK_INLINE Pack<S, W>& Pack<S, W>::operator-=(const U& b) {
   return *this = Pack(*this - b);
 }
 template <typename S, int W>
 template <typename U>
-Pack<S, W>& Pack<S, W>::operator*=(const U& b) {
+FHMC_PACK_INLINE Pack<S, W>& Pack<S, W>::operator*=(const U& b) {
   return *this = Pack(*this * b);
 }
 template <typename S, int W>
 template <typename U>
-Pack<S, W>& Pack<S, W>::operator/=(const U& b) {
+FHMC_PACK_INLINE Pack<S, W>& Pack<S, W>::operator/=(const U& b) {
   return *this = Pack(*this / b);
 }
 
@@ -334,21 +335,21 @@ int max_lane(const Pack<int, W>& a) {
 
 // The correctly rounded operations of math/fp/rounding.h, lane by lane.
 template <typename S, int W>
-Pack<S, W> add_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a + b; }
+FHMC_PACK_INLINE Pack<S, W> add_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a + b; }
 template <typename S, int W>
-Pack<S, W> sub_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a - b; }
+FHMC_PACK_INLINE Pack<S, W> sub_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a - b; }
 template <typename S, int W>
-Pack<S, W> mul_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a * b; }
+FHMC_PACK_INLINE Pack<S, W> mul_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a * b; }
 template <typename S, int W>
-Pack<S, W> div_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a / b; }
+FHMC_PACK_INLINE Pack<S, W> div_rn(const Pack<S, W>& a, const Pack<S, W>& b) { return a / b; }
 template <typename S, int W>
-Pack<S, W> mul_rn(S a, const Pack<S, W>& b) { return Pack<S, W>(a) * b; }
+FHMC_PACK_INLINE Pack<S, W> mul_rn(S a, const Pack<S, W>& b) { return Pack<S, W>(a) * b; }
 template <typename S, int W>
-Pack<S, W> add_rn(S a, const Pack<S, W>& b) { return Pack<S, W>(a) + b; }
+FHMC_PACK_INLINE Pack<S, W> add_rn(S a, const Pack<S, W>& b) { return Pack<S, W>(a) + b; }
 template <typename S, int W>
-Pack<S, W> sub_rn(const Pack<S, W>& a, S b) { return a - Pack<S, W>(b); }
+FHMC_PACK_INLINE Pack<S, W> sub_rn(const Pack<S, W>& a, S b) { return a - Pack<S, W>(b); }
 template <typename S, int W>
-Pack<S, W> tree_add(const Pack<S, W>& a, const Pack<S, W>& b) { return a + b; }
+FHMC_PACK_INLINE Pack<S, W> tree_add(const Pack<S, W>& a, const Pack<S, W>& b) { return a + b; }
 // sqrt and fma over plain arrays of the lanes: GCC vectorises such a loop into one instruction per
 // register (a loop over a vector's elements stays a call per lane). Always inlined: a call passes
 // the packs through memory, which cost more than the instructions (perf).
