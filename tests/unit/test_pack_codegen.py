@@ -9,6 +9,11 @@ scalar compares (`vcomisd`, `vucomisd`), 8 scalar conversions and 134 lane moves
 `vpinsrq`), and were 4x to 8x slower (benchmarks/results/cpu/README.md). The test compiles them as
 a user module with packs is compiled (fused_hmc/_build.py's host flags, for AVX2) and counts those
 instructions in the assembly: none may be left. GCC only, on x86-64; seconds.
+
+A second test compiles a function as large as a TorchModel's generated gradient and finds no call
+to a pack function in it: GCC's inliner gives up on functions not marked always-inline inside
+large callers, and a call per multiply-add (packs passed through memory) took a third of a
+TorchModel's time.
 """
 from __future__ import annotations
 
@@ -31,6 +36,25 @@ P pack_exp(P x) { return fused_hmc::simd::exp(x); }
 P pack_log(P x) { return fused_hmc::simd::log(x); }
 P pack_log1p(P x) { return fused_hmc::simd::log1p(x); }
 """
+
+
+# Two passes over 1,000 rows of 25 columns, each row 50 multiply-adds of packs with scalars
+# splatted, as TorchModel's rows form computes a logistic regression's density and gradient.
+def _large_unit() -> str:
+    def row_pass(value: str) -> list[str]:
+        return (["  for (long k = 0; k < 1000; ++k) {", "    T a(0.0);"]
+                + [f"    a = fma(T(X[k * 25 + {j}]), x[{j}], a);" for j in range(25)]
+                + [f"    const T e = {value};", "    lp += e;"]
+                + [f"    acc[{j}] = fma(T(X[k * 25 + {j}]), e, acc[{j}]);" for j in range(25)]
+                + ["  }"])
+
+    return "\n".join(['#include "cpu/simd/pack_functions.h"',
+                      "using T = fused_hmc::simd::Pack<double, 4>;",
+                      "using fused_hmc::simd::fma;",
+                      "T large(const double* X, const T* x, T* grad) {",
+                      "  T acc[25];", "  for (int j = 0; j < 25; ++j) acc[j] = T(0.0);",
+                      "  T lp(0.0);", *row_pass("a * a - a"), *row_pass("a - a * a"),
+                      "  for (int j = 0; j < 25; ++j) grad[j] = acc[j];", "  return lp;", "}"])
 
 
 def _is_gcc() -> bool:
@@ -57,3 +81,21 @@ def test_float_pack_transcendentals_do_no_scalar_work_per_lane(tmp_path):
     assert "vfmadd" in assembly  # in AVX2 + FMA
     found = SCALAR_PER_LANE.findall(assembly)
     assert not found, f"scalar instructions per lane: {sorted(set(found))} ({len(found)})"
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not _is_gcc(),
+                    reason="the AVX2 code generation of GCC on x86-64")
+def test_a_large_function_calls_no_pack_function(tmp_path):
+    """Before pack.h's operations were always inlined, this unit compiled to 99 calls to
+    fused_hmc::simd functions (fma among them)."""
+    unit = tmp_path / "large.cpp"
+    unit.write_text(_large_unit())
+    flags = ["-O3", "-ffp-contract=off", *_cpu_flags.vector_flags()]
+    done = subprocess.run([COMPILER, "-std=c++17", *flags, "-mavx2", "-mfma", "-S",
+                           f"-I{_build.csrc_dir()}", str(unit), "-o", str(tmp_path / "large.s")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assembly = (tmp_path / "large.s").read_text()
+    assert "vfmadd" in assembly  # the multiply-adds are there, as instructions
+    calls = re.findall(r"^\s+call\s+(_ZN9fused_hmc4simd\S*)", assembly, re.M)
+    assert not calls, f"{len(calls)} calls to pack functions, e.g. {calls[0]}"
