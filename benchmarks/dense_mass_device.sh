@@ -13,7 +13,8 @@ OUT=${OUT:-gpu_logs}; mkdir -p "$OUT"
 t0=$SECONDS
 stamp() { echo "$1: rc=$2 at $((SECONDS - t0)) s"; }
 
-python3 benchmarks/prebuild_models.py extension diamonds:hand:f64 diamonds:hand:f64:direct:dense \
+python3 benchmarks/prebuild_models.py extension diamonds:hand:f64 diamonds:hand:f64:direct \
+  diamonds:hand:f64:direct:dense \
   > "$OUT/prebuild.log" 2>&1 &
 python3 - > "$OUT/prebuild_eight_schools.log" 2>&1 <<'EOF' &
 import torch
