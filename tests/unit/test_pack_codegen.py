@@ -64,38 +64,39 @@ def _is_gcc() -> bool:
     return "Free Software Foundation" in version and "clang" not in version.lower()
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not _is_gcc(),
-                    reason="the AVX2 code generation of GCC on x86-64")
-def test_float_pack_transcendentals_do_no_scalar_work_per_lane(tmp_path):
+AVX2_GCC = pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or not _is_gcc(),
+    reason="the AVX2 code generation of GCC on x86-64")
+
+
+def _assembly(tmp_path, source: str) -> str:
+    """source compiled as a user module with packs is, to AVX2 + FMA assembly: the build's
+    value-preserving flags, and AVX2 whatever this machine has (AVX-512 registers would hold 8
+    doubles whole)."""
     unit = tmp_path / "unit.cpp"
-    unit.write_text(UNIT)
-    # the build's value-preserving flags, and AVX2 whatever this machine has (AVX-512 registers
-    # would hold the 8 doubles whole)
+    unit.write_text(source)
     flags = ["-O3", "-ffp-contract=off", *_cpu_flags.vector_flags()]
     done = subprocess.run([COMPILER, "-std=c++17", *flags, "-mavx2", "-mfma", "-S",
                            f"-I{_build.csrc_dir()}", str(unit), "-o", str(tmp_path / "unit.s")],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     assembly = (tmp_path / "unit.s").read_text()
-    assert "pack_log1p" in assembly  # the functions were compiled
     assert "vfmadd" in assembly  # in AVX2 + FMA
+    return assembly
+
+
+@AVX2_GCC
+def test_float_pack_transcendentals_do_no_scalar_work_per_lane(tmp_path):
+    assembly = _assembly(tmp_path, UNIT)
+    assert "pack_log1p" in assembly  # the functions were compiled
     found = SCALAR_PER_LANE.findall(assembly)
     assert not found, f"scalar instructions per lane: {sorted(set(found))} ({len(found)})"
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not _is_gcc(),
-                    reason="the AVX2 code generation of GCC on x86-64")
+@AVX2_GCC
 def test_a_large_function_calls_no_pack_function(tmp_path):
     """Before pack.h's operations were always inlined, this unit compiled to 99 calls to
     fused_hmc::simd functions (fma among them)."""
-    unit = tmp_path / "large.cpp"
-    unit.write_text(_large_unit())
-    flags = ["-O3", "-ffp-contract=off", *_cpu_flags.vector_flags()]
-    done = subprocess.run([COMPILER, "-std=c++17", *flags, "-mavx2", "-mfma", "-S",
-                           f"-I{_build.csrc_dir()}", str(unit), "-o", str(tmp_path / "large.s")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assembly = (tmp_path / "large.s").read_text()
-    assert "vfmadd" in assembly  # the multiply-adds are there, as instructions
-    calls = re.findall(r"^\s+call\s+(_ZN9fused_hmc4simd\S*)", assembly, re.M)
+    calls = re.findall(r"^\s+call\s+(_ZN9fused_hmc4simd\S*)", _assembly(tmp_path, _large_unit()),
+                       re.M)
     assert not calls, f"{len(calls)} calls to pack functions, e.g. {calls[0]}"
