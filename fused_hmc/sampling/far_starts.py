@@ -47,7 +47,7 @@ import math
 
 import torch
 
-from .warmup import WarmupSettings, initial_interval, slow_window_ends
+from .warmup import WarmupSettings, floor_chees_length, initial_interval, slow_window_ends
 
 # The fewest transitions, all rejected, that make a chain stuck (see the module's docstring).
 MIN_STRETCH = 20
@@ -196,9 +196,9 @@ class FarStarts:
         # moving average weighs the slow windows' updates more than without this phase; that is
         # safe only because the clip to the restarts' spiking step sizes no longer feeds the
         # average (csrc/math/adaptation/trajectory_adaptation.h, docs/FAR_STARTS.md). A T0 below
-        # one step of eps starts at one step (warmup.restart_chees_optimizer says why).
+        # one step of eps starts at one step.
         if k.state.chees is not None:
-            k.state.chees[0] = max(float(k.state.chees[0]), eps)
+            floor_chees_length(k.state.chees, k.state.step_size)
 
     def _restart_stuck(self, q: torch.Tensor, i: int) -> None:
         stuck = (q == self.anchor).all(1)

@@ -183,16 +183,22 @@ def restart_chees_optimizer(chees: torch.Tensor, step_size: torch.Tensor) -> Non
     (before the first update, k = 0, the T0 given), where the op's first update after a restart
     starts Adam; m and v become 0, the bias powers 1 and the clock k 0.
 
-    T restarts at one step of the chains' (median) step size at least: a shorter T runs one step
-    all the same, and Adam moves the average by about k^-1/2 of a step each update, so a T0 far
-    below one step stayed there for a whole warm-up. The window's last step size, not the
+    T restarts at one step at least (floor_chees_length). The window's last step size, not the
     restarted dual averaging's first (about 10x), is the floor."""
     started = chees[6] > 0
-    length = torch.where(started, chees[1].exp(), chees[0])
-    chees[0] = torch.maximum(length, step_size.median().to(chees))
+    chees[0] = torch.where(started, chees[1].exp(), chees[0])
+    floor_chees_length(chees, step_size)
     chees[2:4] = 0.0
     chees[4:6] = 1.0
     chees[6] = 0.0
+
+
+def floor_chees_length(chees: torch.Tensor, step_size: torch.Tensor) -> None:
+    """ChEES's T (chees[0]) raised, in place, to one step of the chains' median step size where
+    it is shorter: a shorter T runs one step all the same, and Adam moves the average by about
+    k^-1/2 of a step each update, so a T0 far below one step stayed there for a whole warm-up.
+    Where ChEES starts (far_starts.py) and restarts (restart_chees_optimizer)."""
+    chees[0] = torch.maximum(chees[0], step_size.median().to(chees))
 
 
 def slow_window_ends(settings: WarmupSettings) -> list[int]:
