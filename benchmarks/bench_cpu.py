@@ -56,24 +56,69 @@ import torch  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def chained_transitions(chains: int, dim: int, steps: int, transitions: int, repeats: int) -> dict:
+GAUSSIAN_STEP = 0.1
+
+
+def _gaussian_starts(chains: int, dim: int) -> torch.Tensor:
+    return torch.randn(chains, dim, generator=torch.Generator().manual_seed(0))
+
+
+def _fused_gaussian(q: torch.Tensor, steps: int, transitions: int, threads: int):
+    """fused_hmc.sample's chained transitions on N(0, I) from q, on `threads` threads."""
     import fused_hmc
+
+    def go():
+        default_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            fused_hmc.sample(q, transitions, seed=0, progress=False, keep_samples=False,
+                             num_leapfrog_steps=steps, step_size=GAUSSIAN_STEP)
+        finally:
+            torch.set_num_threads(default_threads)
+    return go
+
+
+def one_thread_child(chains: int, dim: int, steps: int, transitions: int) -> None:
+    """--one-thread-child: one 1-thread run, started when the parent writes a line (so that two
+    such processes start together); prints its wall seconds."""
+    go = _fused_gaussian(_gaussian_starts(chains, dim), steps, transitions, 1)
+    go()  # loads the extension
+    print("ready", flush=True)
+    sys.stdin.readline()
+    began = time.perf_counter()
+    go()
+    print(time.perf_counter() - began, flush=True)
+
+
+def two_processes_at_once(chains: int, dim: int, steps: int, transitions: int) -> list[float]:
+    """The machine's own ceiling for 2 threads: two independent 1-thread processes of the same run
+    started together, each one's wall seconds. 2 x (1 thread alone) / max(these) is the scaling
+    that 2 cores give work that shares nothing (no memory, no synchronisation): a core slowed by
+    its neighbour's work (a shared cache, power and clocks, a hypervisor) lowers it below 2."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--one-thread-child",
+               f"{chains},{dim},{steps},{transitions}"]
+    children = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    for child in children:
+        assert child.stdout.readline().strip() == "ready"
+    for child in children:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    seconds = [float(child.stdout.readline()) for child in children]
+    for child in children:
+        child.wait()
+    return seconds
+
+
+def chained_transitions(chains: int, dim: int, steps: int, transitions: int, repeats: int) -> dict:
     from fused_hmc.reference import reference_hmc_step
 
-    step = 0.1
-    q = torch.randn(chains, dim, generator=torch.Generator().manual_seed(0))
+    q = _gaussian_starts(chains, dim)
     mu = torch.zeros(dim)
     default_threads = torch.get_num_threads()
 
     def fused(threads: int):
-        def go():
-            torch.set_num_threads(threads)
-            try:
-                fused_hmc.sample(q, transitions, seed=0, progress=False, keep_samples=False,
-                                 num_leapfrog_steps=steps, step_size=step)
-            finally:
-                torch.set_num_threads(default_threads)
-        return go
+        return _fused_gaussian(q, steps, transitions, threads)
 
     def reference(threads: int):
         def go():
@@ -81,7 +126,7 @@ def chained_transitions(chains: int, dim: int, steps: int, transitions: int, rep
             try:
                 x = q
                 for _ in range(transitions):
-                    x, _ = reference_hmc_step(x, mu, step, steps)
+                    x, _ = reference_hmc_step(x, mu, GAUSSIAN_STEP, steps)
             finally:
                 torch.set_num_threads(default_threads)
         return go
@@ -94,6 +139,7 @@ def chained_transitions(chains: int, dim: int, steps: int, transitions: int, rep
     fused(1)()  # builds/loads the extension
     times = {name: [] for name in runs}
     cpu_times = {name: [] for name in runs}  # the process's CPU time, every thread's
+    pairs = []  # two_processes_at_once, interleaved with the rest
     for _ in range(repeats):
         for name, fn in runs.items():
             began, began_cpu = time.perf_counter(), time.process_time()
@@ -102,7 +148,11 @@ def chained_transitions(chains: int, dim: int, steps: int, transitions: int, rep
             cpu_times[name].append(time.process_time() - began_cpu)
             print(f"  {name}: {times[name][-1]:.3f} s wall, {cpu_times[name][-1]:.3f} s CPU",
                   flush=True)
+        pairs.append(two_processes_at_once(chains, dim, steps, transitions))
+        print(f"  two 1-thread processes at once: {pairs[-1][0]:.3f} s and {pairs[-1][1]:.3f} s",
+              flush=True)
     medians = {name: statistics.median(t) for name, t in times.items()}
+    pair_median = statistics.median(max(pair) for pair in pairs)
     ref = medians[f"reference ({default_threads} threads)"]
     return {"chains": chains, "dim": dim, "num_leapfrog_steps": steps,
             "transitions": transitions, "repeats": repeats, "seconds": times,
@@ -112,7 +162,16 @@ def chained_transitions(chains: int, dim: int, steps: int, transitions: int, rep
             "speedup_vs_best_reference_2_threads":
                 min(ref, medians["reference (1 thread)"]) / medians["fused_hmc 2 threads"],
             "speedup_vs_reference_2_threads": ref / medians["fused_hmc 2 threads"],
-            "scaling_1_to_2_threads": medians["fused_hmc 1 thread"] / medians["fused_hmc 2 threads"]}
+            "scaling_1_to_2_threads": medians["fused_hmc 1 thread"] / medians["fused_hmc 2 threads"],
+            "two_processes_at_once_s": pairs,
+            "machine_ceiling_1_to_2": 2 * medians["fused_hmc 1 thread"] / pair_median,
+            # the same ratios repeat by repeat (its runs minutes apart at most), then the median:
+            # a slow spell of a shared machine then falls on both sides of a ratio
+            "scaling_1_to_2_threads_per_repeat": statistics.median(
+                one / two for one, two in zip(times["fused_hmc 1 thread"],
+                                              times["fused_hmc 2 threads"])),
+            "machine_ceiling_1_to_2_per_repeat": statistics.median(
+                2 * one / max(pair) for one, pair in zip(times["fused_hmc 1 thread"], pairs))}
 
 
 def _min_bulk_ess(draws: np.ndarray) -> float:
@@ -266,7 +325,10 @@ def main() -> None:
     parser.add_argument("--gradient-transitions", type=int, default=100,
                         help="transitions of each run of part 3 (0: skip it)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--one-thread-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_thread_child:
+        return one_thread_child(*map(int, args.one_thread_child.split(",")))
     result = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
               "machine": {"cpu": platform.processor() or platform.machine(),
                           "cores": os.cpu_count(), "torch": torch.__version__,
@@ -282,7 +344,10 @@ def main() -> None:
               f"{g['speedup_vs_reference_1_thread']:.2f}x (1 thread), "
               f"{g['speedup_vs_reference_2_threads']:.2f}x (2 threads), "
               f"{g['speedup_vs_best_reference_2_threads']:.2f}x (2 threads vs the reference's best); "
-              f"scaling 1 -> 2 threads {g['scaling_1_to_2_threads']:.2f}x", flush=True)
+              f"scaling 1 -> 2 threads {g['scaling_1_to_2_threads']:.2f}x (the machine's ceiling, "
+              f"two 1-thread processes at once: {g['machine_ceiling_1_to_2']:.2f}x); repeat by "
+              f"repeat {g['scaling_1_to_2_threads_per_repeat']:.2f}x (ceiling "
+              f"{g['machine_ceiling_1_to_2_per_repeat']:.2f}x)", flush=True)
     if not args.skip_models:
         print(f"models, {args.chains} chains, {args.warmup} + {args.draws}:", flush=True)
         result["models"] = models_side_by_side(args.chains, args.warmup, args.draws,
