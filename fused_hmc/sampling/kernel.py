@@ -23,7 +23,8 @@ import torch
 
 from .. import ops
 from . import chain_statistics
-from .warmup import WarmupSettings, restart_chees_optimizer, slow_window_ends
+from .warmup import (WarmupSettings, chees_restart_without_windows, initial_interval,
+                     restart_chees_optimizer, slow_window_ends)
 
 
 def dense_factor(inverse_mass: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -117,11 +118,16 @@ class ChainKernel:
         # positive definite), counted by count_kept_masses.
         self.mass_failures = (torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
                               if self.dense else None)
-        # The slow windows' ends, where the calls split: a dense mass counts its kept factors
-        # there, and ChEES restarts its optimiser.
-        self._window_ends = (set(slow_window_ends(settings))
-                             if (self.dense or settings.adapt_trajectory_length)
-                             and settings.num_warmup and settings.adapt_mass_matrix else set())
+        # Where the calls split: at the slow windows' ends a dense mass counts its kept factors,
+        # and at these or chees_restart_without_windows ChEES restarts its optimiser.
+        window_ends = (set(slow_window_ends(settings))
+                       if settings.num_warmup and settings.adapt_mass_matrix else set())
+        self._window_ends = window_ends if self.dense else set()
+        self._chees_restarts = set()
+        if settings.adapt_trajectory_length:
+            self._chees_restarts = window_ends or (
+                {chees_restart_without_windows(settings)}
+                if settings.adapt_step_size and initial_interval(settings) > 0 else set())
         self.jitter, self.num_leapfrog_steps = jitter, num_leapfrog_steps
         self.key, self.chain_offset = key, chain_offset
         self.settings, self.warmup_start = settings, warmup_start
@@ -196,8 +202,8 @@ class ChainKernel:
             self._rank_pool.run(q, first, n, trajectory)
         else:
             for part_first, part_n in self._window_parts(first, n):
-                ends_window = part_first + part_n - 1 - self.warmup_start in self._window_ends
-                before = self.state.inverse_mass.clone() if ends_window and self.dense else None
+                last = part_first + part_n - 1 - self.warmup_start
+                before = self.state.inverse_mass.clone() if last in self._window_ends else None
                 self.run_op(ops.warmup, q, part_first, part_n, self.state.inverse_mass,
                             trajectory, self.statistics.warmup,
                             dual_averaging=self.state.dual_averaging,
@@ -209,7 +215,7 @@ class ChainKernel:
                             gradient_mass_estimate=self.gradient_estimate)
                 if before is not None:
                     self.count_kept_masses(before)
-                if ends_window and self.state.chees is not None:
+                if last in self._chees_restarts:
                     restart_chees_optimizer(self.state.chees, self.state.step_size)
         self.warmup_left -= n
         if self.warmup_left == 0:  # the adaptation state is spent (ChEES's keeps T)
@@ -218,9 +224,9 @@ class ChainKernel:
 
     def _window_parts(self, first: int, n: int) -> list[tuple[int, int]]:
         """Transitions [first, first + n) as (first, count) parts, each ending at a slow window's
-        end (with a dense mass or ChEES) or at the end."""
+        end (with a dense mass), a restart of ChEES, or the end."""
         parts, end = [], first + n
-        for i in sorted(self._window_ends):
+        for i in sorted(self._window_ends | self._chees_restarts):
             t = self.warmup_start + i
             if first <= t < end - 1:
                 parts.append((first, t + 1 - first))

@@ -75,7 +75,8 @@ k updates) and sets T to the exponential of that average, clipped to [eps, max_l
 at the next step size. The clip bounds the transitions' T, not the average: after each slow window
 the restarted dual averaging runs one transition at about 10x the step size, and a clipped T fed
 back into the average kicked log T up at every window's end, past the criterion's first minimum
-(docs/FAR_STARTS.md). At the end of every slow window Adam restarts from the average (its moments
+(docs/FAR_STARTS.md). At the end of every slow window (without slow windows, the mass not
+adapted: once, at the initial fast interval's end) Adam restarts from the average (its moments
 and the average's clock fresh: restart_chees_optimizer), because the gradient's scale changes by
 orders of magnitude there (the criterion is a fourth power of the distances, which the new mass
 rescales) and while chains come in from far starts; Adam's second moment, a memory of about 1,000
@@ -191,6 +192,16 @@ def restart_chees_optimizer(chees: torch.Tensor, step_size: torch.Tensor) -> Non
     chees[2:4] = 0.0
     chees[4:6] = 1.0
     chees[6] = 0.0
+
+
+def chees_restart_without_windows(settings: WarmupSettings) -> int:
+    """The warm-up iteration (0-based) after which ChEES restarts once when no slow window ends
+    (the mass not adapted): the initial fast interval's last. There the step sizes have left
+    their start, and T is floored at one of their steps (restart_chees_optimizer); without it a T0
+    far below the adapted step size stayed at one step for the whole warm-up, as it did before
+    the floor with windows. A pooled warm-up's ChEES starts there anyway (far_starts.py), so the
+    restart changes nothing for it."""
+    return initial_interval(settings) - 1
 
 
 def floor_chees_length(chees: torch.Tensor, step_size: torch.Tensor) -> None:

@@ -214,6 +214,22 @@ def test_a_length_far_below_one_step_leaves_one_step():
     assert res.trajectory_length / res.step_size[0].item() > 1.05, res.trajectory_length
 
 
+def test_a_length_far_below_one_step_leaves_one_step_without_slow_windows():
+    """The same start (T0 = 0.01, one step of 0.01) with no slow window to restart ChEES at:
+    per-chain ChEES (pooled=False) with the mass not adapted, on N(0, I) in d = 16, 256 chains,
+    1000 warm-up transitions. ChEES restarts once, at the initial fast interval's end
+    (warmup.chees_restart_without_windows); without it T stayed at one step (T / eps = 1.0001).
+    Measured over seeds 0 to 23: T / median eps 1.747 to 1.796 (mean 1.769, sd 0.0134). The bound:
+    1.769 - 4.75 (one-sided 1e-6) x the sd's 99.9% upper bound from those 24,
+    0.0134 sqrt(23 / chi2_0.001(23)) = 0.0234, i.e. 1.658."""
+    q0 = torch.randn(256, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    res = fused_hmc.sample(q0, 1, target=DiagonalGaussian(torch.zeros(16), torch.ones(16)),
+                           num_warmup=1000, adapt_trajectory_length=True, step_size=0.01,
+                           num_leapfrog_steps=1, pooled=False, adapt_mass_matrix=False, seed=0,
+                           progress=False, keep_samples=False)
+    assert res.trajectory_length / res.step_size.median().item() > 1.65, res.trajectory_length
+
+
 def _exact_reference(mean: torch.Tensor, scale: torch.Tensor) -> Reference:
     """The exact moments as a posteriordb-style reference with (practically) no error of its own."""
     mean, scale = mean.double().numpy(), scale.double().numpy()
