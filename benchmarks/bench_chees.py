@@ -19,7 +19,8 @@ Rows per target:
   1000 steps, Stan's windows, diagonal inverse mass, trajectory jitter from each chain's philox
   stream); ``chees_dense``, the same with ``mass_matrix="dense"``; ``per_chain``, Stan's warm-up
   per chain (``pooled=False``: dual averaging toward 0.8, diagonal mass), L = 8, step jitter 0.2.
-- BlackJAX (unless --no-jax): ``chees_adaptation(..., mass_matrix_estimation="diagonal")`` with
+- BlackJAX (unless --no-jax or --no-blackjax):
+  ``chees_adaptation(..., mass_matrix_estimation="diagonal")`` with
   the same acceptance target, initial step size and step cap, Adam(0.025) on log T, its Halton
   jitter and the diagonal mass from the last half of warm-up, then the vmapped ``dynamic_hmc``
   step in a ``lax.scan``, as its documentation runs it; float32.
@@ -53,7 +54,7 @@ transition; BlackJAX and NumPyro: every draw the same).
     python benchmarks/prebuild_models.py {eight_schools,logistic_regression,diamonds}:hand:f32 \
         {eight_schools,logistic_regression,diamonds}:hand:f32:dense funnel:duals:f32{,:dense}
     python benchmarks/bench_chees.py [--targets eight_schools funnel ...] [--no-jax] [--no-numpyro]
-        [--fused-configs chees_dense ...] [--deadline 330] [--out f.json]     # on the GPU
+        [--no-blackjax] [--fused-configs chees_dense ...] [--deadline 330] [--out f.json]  # GPU
     python benchmarks/bench_chees.py --targets diamonds --starts reference   # near the posterior
     FUSED_HMC_BENCH_DEVICE=cpu python benchmarks/bench_chees.py --no-jax   # a CPU dry run
 
@@ -465,6 +466,8 @@ def main() -> None:
     parser.add_argument("--no-fused", action="store_true", help="BlackJAX and NumPyro only")
     parser.add_argument("--no-jax", action="store_true", help="fused_hmc only")
     parser.add_argument("--no-numpyro", action="store_true", help="no NumPyro rows")
+    parser.add_argument("--no-blackjax", action="store_true",
+                        help="no BlackJAX rows (NumPyro's alone, in a call of their own)")
     parser.add_argument("--numpyro-targets", nargs="+", default=None, choices=list(SIZES),
                         help="the targets of NumPyro's rows (default: all --targets)")
     parser.add_argument("--numpyro-chains", type=int, default=1024,
@@ -510,7 +513,8 @@ def main() -> None:
         numpyro = [] if args.no_numpyro else (args.numpyro_targets or args.targets)
         # target by target, so that what --deadline leaves out is the last targets' rows
         jobs = [(name, sampler) for name in args.targets for sampler in ("blackjax", "numpyro")
-                if sampler == "blackjax" or name in numpyro]
+                if (sampler == "blackjax" and not args.no_blackjax) or
+                (sampler == "numpyro" and name in numpyro)]
         for name, sampler in jobs:
             block = results[name]
             chains = block["chains"]
