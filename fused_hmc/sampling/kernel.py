@@ -23,8 +23,8 @@ import torch
 
 from .. import ops
 from . import chain_statistics
-from .warmup import (WarmupSettings, chees_restart_without_windows, initial_interval,
-                     restart_chees_optimizer, slow_window_ends)
+from .warmup import (WarmupSettings, chees_restarts, restart_chees_optimizer,
+                     slow_window_ends)
 
 
 def dense_factor(inverse_mass: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -119,15 +119,11 @@ class ChainKernel:
         self.mass_failures = (torch.zeros(q.shape[0], dtype=torch.int64, device=q.device)
                               if self.dense else None)
         # Where the calls split: at the slow windows' ends a dense mass counts its kept factors,
-        # and at these or chees_restart_without_windows ChEES restarts its optimiser.
-        window_ends = (set(slow_window_ends(settings))
-                       if settings.num_warmup and settings.adapt_mass_matrix else set())
-        self._window_ends = window_ends if self.dense else set()
-        self._chees_restarts = set()
-        if settings.adapt_trajectory_length:
-            self._chees_restarts = window_ends or (
-                {chees_restart_without_windows(settings)}
-                if settings.adapt_step_size and initial_interval(settings) > 0 else set())
+        # and at chees_restarts ChEES restarts its optimiser.
+        self._window_ends = (set(slow_window_ends(settings))
+                             if self.dense and settings.adapt_mass_matrix else set())
+        self._chees_restarts = (chees_restarts(settings) if settings.adapt_trajectory_length
+                                else set())
         self.jitter, self.num_leapfrog_steps = jitter, num_leapfrog_steps
         self.key, self.chain_offset = key, chain_offset
         self.settings, self.warmup_start = settings, warmup_start

@@ -198,14 +198,18 @@ def restart_chees_optimizer(chees: torch.Tensor, step_size: torch.Tensor) -> Non
     chees[6] = 0.0
 
 
-def chees_restart_without_windows(settings: WarmupSettings) -> int:
-    """The warm-up iteration (0-based) after which ChEES restarts once when no slow window ends
-    (the mass not adapted): the initial fast interval's last. There the step sizes have left
-    their start, and T is floored at one of their steps (restart_chees_optimizer); without it a T0
-    far below the adapted step size stayed at one step for the whole warm-up, as it did before
-    the floor with windows. A pooled warm-up's ChEES starts there anyway (far_starts.py), so the
-    restart changes nothing for it."""
-    return initial_interval(settings) - 1
+def chees_restarts(settings: WarmupSettings) -> set[int]:
+    """The warm-up iterations (0-based) after which ChEES restarts its optimiser
+    (restart_chees_optimizer): every slow window's end; without slow windows (the mass not
+    adapted), once, at the initial fast interval's last, where the step sizes have left their
+    start, so that T is floored at one of their steps there too (a T0 far below the adapted step
+    size otherwise stayed at one step for the whole warm-up). A pooled warm-up's ChEES starts at
+    that iteration anyway (far_starts.py), so this restart changes nothing for it."""
+    if settings.adapt_mass_matrix:
+        return set(slow_window_ends(settings))
+    if settings.adapt_step_size and initial_interval(settings) > 0:
+        return {initial_interval(settings) - 1}
+    return set()
 
 
 def floor_chees_length(chees: torch.Tensor, step_size: torch.Tensor) -> None:

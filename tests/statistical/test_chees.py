@@ -218,7 +218,7 @@ def test_a_length_far_below_one_step_leaves_one_step_without_slow_windows():
     """The same start (T0 = 0.01, one step of 0.01) with no slow window to restart ChEES at:
     per-chain ChEES (pooled=False) with the mass not adapted, on N(0, I) in d = 16, 256 chains,
     1000 warm-up transitions. ChEES restarts once, at the initial fast interval's end
-    (warmup.chees_restart_without_windows); without it T stayed at one step (T / eps = 1.0001).
+    (warmup.chees_restarts); without it T stayed at one step (T / eps = 1.0001).
     Measured over seeds 0 to 23: T / median eps 1.747 to 1.796 (mean 1.769, sd 0.0134). The bound:
     1.769 - 4.75 (one-sided 1e-6) x the sd's 99.9% upper bound from those 24,
     0.0134 sqrt(23 / chi2_0.001(23)) = 0.0234, i.e. 1.658."""
