@@ -19,6 +19,7 @@
 
 #include "../math/adaptation/adaptation_windows.h"
 #include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/pooled_acceptance.h"
 #include "../math/adaptation/trajectory_adaptation.h"
 #include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
@@ -103,8 +104,8 @@ class Warmup {
   Warmup(const Target& target, const WarmupParams<scalar_t>& p) : target_(target), p_(p), c_(p.chains) {}
 
   // Chain b's transition t with its carried force, and its draw folded into its window moments
-  // (and its ChEES statistics into `chees`, when given); returns min(1, alpha).
-  double transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
+  // (and its ChEES statistics into `chees`, when given); returns its acceptance.
+  ChainAcceptance transition(int64_t b, int64_t t, TrajectoryArrays<scalar_t>& arrays,
                     ForceCarry<scalar_t>& carry, ChEESStatistics<scalar_t>* chees = nullptr) const {
     const int64_t g = c_.groups == 1 ? 0 : b;
     const TransitionUniforms uniforms = transition_uniforms(
@@ -120,9 +121,9 @@ class Warmup {
 
   // After chain b's transition t (alone or in a pack) with this decision and these uniforms: its
   // statistics, its draw (and with the gradient-based estimate the gradient at it, [d]) folded
-  // into its window moments, and its ChEES statistics into `chees` when given; returns
-  // min(1, alpha).
-  double tally(int64_t b, int64_t t, const TransitionDecision<scalar_t>& decision,
+  // into its window moments, and its ChEES statistics into `chees` when given; returns its
+  // acceptance.
+  ChainAcceptance tally(int64_t b, int64_t t, const TransitionDecision<scalar_t>& decision,
                const TransitionUniforms& uniforms, TrajectoryArrays<scalar_t>& arrays,
                ChEESStatistics<scalar_t>* chees, const scalar_t* gradient) const {
     add_to_statistics(c_.statistics, b, decision);
@@ -135,10 +136,23 @@ class Warmup {
       fold(window_mean(b, 0), window_m2(b, 0), c_.q + b * c_.dim, inv_count, arrays);
       if (p_.gradient_estimate) fold(window_mean(b, 1), window_m2(b, 1), gradient, inv_count, arrays);
     }
-    return static_cast<double>(decision.accept_prob());
+    return {static_cast<double>(decision.accept_prob()), decision.divergent()};
   }
 
   bool gradient_estimate() const { return p_.gradient_estimate; }
+
+  // The pooled acceptance statistic of every chain's acceptance at one transition
+  // (pooled_acceptance.h), summed in the chain index's pairwise order.
+  double pooled_acceptance(const std::vector<ChainAcceptance>& accept_stats) const {
+    PairwiseChunkSum<double> x, w;
+    for (const ChainAcceptance& a : accept_stats) {
+      const PooledAcceptanceTerms terms =
+          pooled_acceptance_terms(a.accept, a.divergent, p_.harmonic_acceptance);
+      x.add(terms.x);
+      w.add(terms.w);
+    }
+    return fused_hmc::pooled_acceptance(x.total(), w.total(), p_.harmonic_acceptance);
+  }
 
   double trajectory_length() const {
     return p_.chees != nullptr ? p_.chees->trajectory_length : c_.trajectory_length;
@@ -297,9 +311,9 @@ void warmup_pack(const Warmup<Target>& warmup, const Packed& packed, const Chain
         pack.step(packed, c, t, step_size, mass, warmup.trajectory_length(), uniforms);
     for (int l = 0; l < W; ++l) {
       const auto lane = simd::lane_decision(decision, l);
-      const double accept = warmup.tally(b + l, t, lane, uniforms[l], arrays, nullptr,
-                                         lane_gradient(warmup, pack, l, lane, arrays));
-      warmup.adapt_step_size(b + l, t, accept);
+      const ChainAcceptance accept = warmup.tally(b + l, t, lane, uniforms[l], arrays, nullptr,
+                                                  lane_gradient(warmup, pack, l, lane, arrays));
+      warmup.adapt_step_size(b + l, t, accept.accept);
       if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b + l, t);
     }
   }
@@ -320,7 +334,7 @@ void warmup_per_chain(const Warmup<Target>& warmup, const ChainBatch<typename Ta
       warm_chains, [&](Arrays& arrays, int64_t b) {
         ForceCarry<typename Target::Scalar>& carry = arrays.restart();
         for (int64_t t = c.first_transition; t < end_transition; ++t) {
-          warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry));
+          warmup.adapt_step_size(b, t, warmup.transition(b, t, arrays, carry).accept);
           if (warmup.ends_window(t)) warmup.update_own_inverse_mass(b, t);
         }
       });
@@ -334,7 +348,7 @@ void pooled_pack_transition(const Warmup<Target>& warmup, const Packed& packed,
                             const ChainBatch<scalar_t>& c, int64_t b, int64_t t,
                             CarriedForces<Target>& forces, ChEESStatistics<scalar_t>* chees,
                             simd::PackOfChains<Packed>& pack, TrajectoryArrays<scalar_t>& arrays,
-                            double* accept_stats) {
+                            ChainAcceptance* accept_stats) {
   constexpr int W = simd::PackOfChains<Packed>::W;
   ForceCarry<scalar_t> carries[W];
   double step_size[W];
@@ -368,7 +382,7 @@ void warmup_in_lock_step(const Warmup<Target>& warmup,
                          const Packed& packed = Packed{}) {
   using scalar_t = typename Target::Scalar;
   const bool pooled = c.groups == 1;
-  std::vector<double> accept_stats(c.batch);
+  std::vector<ChainAcceptance> accept_stats(c.batch);
   std::unique_ptr<ChEESStatistics<scalar_t>> chees;
   if (adapt_trajectory_length) chees = std::make_unique<ChEESStatistics<scalar_t>>(c.batch, c.dim);
   CarriedForces<Target> forces(c.batch, c.dim);
@@ -392,11 +406,9 @@ void warmup_in_lock_step(const Warmup<Target>& warmup,
       block = timed_block_size(c.batch, block, took.count());
     }
     if (pooled) {
-      PairwiseChunkSum<double> sum;
-      for (const double a : accept_stats) sum.add(a);
-      warmup.adapt_step_size(0, t, sum.total() / static_cast<double>(c.batch));
+      warmup.adapt_step_size(0, t, warmup.pooled_acceptance(accept_stats));
     } else {
-      for (int64_t b = 0; b < c.batch; ++b) warmup.adapt_step_size(b, t, accept_stats[b]);
+      for (int64_t b = 0; b < c.batch; ++b) warmup.adapt_step_size(b, t, accept_stats[b].accept);
     }
     if (chees) warmup.adapt_trajectory_length(*chees);
     if (warmup.ends_window(t)) {

@@ -20,6 +20,7 @@
 
 #include "../math/adaptation/adaptation_windows.h"
 #include "../math/adaptation/dual_averaging.h"
+#include "../math/adaptation/pooled_acceptance.h"
 #include "../math/adaptation/trajectory_adaptation.h"
 #include "../math/adaptation/warmup_update.h"
 #include "../math/chain_params.h"
@@ -107,10 +108,10 @@ class PooledWarmup {
   __device__ int64_t aligned_dim() const { return (c_.dim + 3) / 4 * 4; }
 
   // Transition t of every chain of the block's tiles with trajectory length `length` (0: the fixed
-  // steps); writes the tiles' sums of acceptance statistics, and with ChEES each chain's rows,
-  // acceptance statistic and trajectory jitter.
+  // steps); writes the tiles' sums of the acceptance terms x and w (pooled_acceptance.h: tile_accept
+  // [2, tiles]), and with ChEES each chain's rows, acceptance statistic and trajectory jitter.
   __device__ void run_tiles(int64_t t, double step_size, double length, double* tile_accept) {
-    __shared__ double chain_accept[kMaxChains];
+    __shared__ double chain_accept[2][kMaxChains];
     const int64_t i = t - p_.warmup_start;
     const SlowWindow window = slow_window_of(p_.windows, i);
     const bool in_window = p_.adapt_mass_matrix && window.start >= 0;
@@ -150,7 +151,12 @@ class PooledWarmup {
       }
       if (at.seat.lane == 0) {
         const double accept = at.seat.live ? static_cast<double>(decision.accept_prob()) : 0.0;
-        chain_accept[threadIdx.x / GROUP] = accept;
+        const PooledAcceptanceTerms terms =
+            at.seat.live
+                ? pooled_acceptance_terms(accept, decision.divergent(), p_.harmonic_acceptance)
+                : PooledAcceptanceTerms{0.0, 0.0};
+        chain_accept[0][threadIdx.x / GROUP] = terms.x;
+        chain_accept[1][threadIdx.x / GROUP] = terms.w;
         if (p_.chees != nullptr) {
           const int64_t seat = tile * chains_ + threadIdx.x / GROUP, seats = tiles_ * chains_;
           p_.chees_chains[seat] = accept;
@@ -166,8 +172,12 @@ class PooledWarmup {
         fold_into_window(at, q.v, i - window.start + 1, coefficients);
       }
       __syncthreads();
-      const double sum = block_pairwise_sum(chain_accept, chains_, 1, scratch_);
-      if (threadIdx.x == 0) tile_accept[tile] = sum;
+      const double x = block_pairwise_sum(chain_accept[0], chains_, 1, scratch_);
+      const double w = block_pairwise_sum(chain_accept[1], chains_, 1, scratch_);
+      if (threadIdx.x == 0) {
+        tile_accept[tile] = x;
+        tile_accept[tiles_ + tile] = w;
+      }
     }
   }
 
@@ -244,9 +254,12 @@ class PooledWarmup {
     chees_update(s, gradient, weight_sum, next_step_size, c_.num_steps);
   }
 
-  // The mean acceptance statistic of all chains, once every tile has written its sum.
-  __device__ double mean_accept(const double* tile_accept) const {
-    return block_pairwise_sum(tile_accept, tiles_, 1, scratch_) / static_cast<double>(c_.batch);
+  // The pooled acceptance statistic of all chains (pooled_acceptance.h), once every tile has
+  // written its sums.
+  __device__ double pooled_accept(const double* tile_accept) const {
+    const double x = block_pairwise_sum(tile_accept, tiles_, 1, scratch_);
+    const double w = block_pairwise_sum(tile_accept + tiles_, tiles_, 1, scratch_);
+    return pooled_acceptance(x, w, p_.harmonic_acceptance);
   }
 
   // The pooled inverse mass from every chain's window of `draws` draws (mass_matrix.h's geometric
@@ -404,14 +417,14 @@ __global__ void __launch_bounds__(GroupGeometry<GROUP>::kThreads,
 
   for (int64_t t = p.chains.first_transition;
        t < p.chains.first_transition + p.chains.num_transitions; ++t) {
-    double* tile_accept = p.tile_accept + (t % 2) * tiles;
+    double* tile_accept = p.tile_accept + (t % 2) * 2 * tiles;
     warmup.run_tiles(t, step_size,
                      p.chees != nullptr ? chees.trajectory_length : p.chains.trajectory_length,
                      tile_accept);
     grid.sync();
     const int64_t i = t - p.warmup_start;
     if (p.adapt_step_size) {
-      const double accept_stat = warmup.mean_accept(tile_accept);
+      const double accept_stat = warmup.pooled_accept(tile_accept);
       step_size = warmup_step_size_update(averaging, p.windows, i, p.adapt_mass_matrix,
                                           p.chains.batch == 1, accept_stat, p.target_accept,
                                           step_size);

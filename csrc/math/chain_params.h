@@ -94,13 +94,16 @@ struct WarmupParams {
   int64_t warmup_start;
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
+  // A pooled step size's statistic: the chains' harmonic mean acceptance, divergent transitions
+  // left out, instead of their mean (math/adaptation/pooled_acceptance.h).
+  bool harmonic_acceptance;
   // The inverse mass from the draws and their gradients (math/hmc/gradient_mass.h; CPU only): the
   // windows then hold the gradients' moments after the draws', [2, B, ...].
   bool gradient_estimate;
   DualAveraging* dual_averaging;  // [G]
   double* window_mean;            // [B, d]
   double* window_m2;              // [B, d], or [B, d, d] (the co-moments) with a dense mass
-  double* tile_accept;            // [2, tiles]: each tile's sum of acceptance statistics
+  double* tile_accept;            // [2, 2, tiles]: each tile's sums of the acceptance terms x, w
   double* tile_moments;           // [tiles, d]: each tile's per-coordinate window sums
   double* log_variance_sum;       // [d]: the chains' summed log window variances
   // ChEES (null: the trajectory is not adapted) and its pooled CUDA kernel's scratch.

@@ -100,6 +100,7 @@ WarmupParams<scalar_t> warmup_params(const WarmupRequest& r) {
   p.adapt_step_size = r.adapt_step_size;
   p.adapt_mass_matrix = r.adapt_mass_matrix;
   p.gradient_estimate = r.gradient_mass_estimate;
+  p.harmonic_acceptance = r.harmonic_acceptance;
   p.dual_averaging = reinterpret_cast<DualAveraging*>(r.dual_averaging.data_ptr<double>());
   p.window_mean = r.window_mean.data_ptr<double>();
   p.window_m2 = r.window_m2.data_ptr<double>();
@@ -206,7 +207,7 @@ void launch_warmup(const WarmupRequest& r, const ChainLaunchers<scalar_t>& l,
     const int64_t tile_chains = l.cuda_pooled_tile_chains(p.chains);
     const int64_t tiles = (p.chains.batch + tile_chains - 1) / tile_chains;
     const auto f64 = r.chains.q.options().dtype(at::kDouble);
-    tile_accept = at::empty({2 * tiles}, f64);
+    tile_accept = at::empty({4 * tiles}, f64);
     p.tile_accept = tile_accept.data_ptr<double>();
     if (r.adapt_mass_matrix && !p.chains.dense_mass) {
       tile_moments = at::empty({tiles * p.chains.dim}, f64);

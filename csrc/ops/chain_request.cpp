@@ -229,7 +229,7 @@ WarmupRequest warmup_request(const OpArguments& a) {
                   a.integer("warmup_start"), a.integer("num_warmup"),
                   a.integers("windows"),     a.real("target_accept"),
                   a.flag("adapt_step_size"), a.flag("adapt_mass_matrix"),
-                  a.flag("gradient_mass_estimate")};
+                  a.flag("gradient_mass_estimate"), a.flag("harmonic_acceptance")};
   const ChainRequest& c = r.chains;
   check_chain_request(c, true);
   const at::Tensor& q = c.q;

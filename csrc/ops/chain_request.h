@@ -74,6 +74,7 @@ struct WarmupRequest {
   double target_accept;
   bool adapt_step_size, adapt_mass_matrix;
   bool gradient_mass_estimate;  // windows [2, B, ...]: the draws' moments, then the gradients'
+  bool harmonic_acceptance;     // a pooled step size's statistic (pooled_acceptance.h)
 };
 
 // The requests of a call, checked (ValueError / TypeError naming the argument). Values that would

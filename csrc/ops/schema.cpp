@@ -89,6 +89,8 @@ TORCH_LIBRARY(fused_hmc, m) {
   //     variance of the window's draws (G = 1: of all chains' draws, pooled by the law of total
   //     variance, pairwise order over chains; a non-finite or non-positive estimate keeps the old
   //     value); dual averaging restarts at i + 1.
+  // harmonic_acceptance: a pooled step size's statistic is the chains' harmonic mean acceptance
+  // statistic, divergent transitions left out (math/adaptation/pooled_acceptance.h), not the mean.
   // gradient_mass_estimate (CPU only): step 3's estimate comes from the draws and the gradients of
   // the log density at them (math/hmc/gradient_mass.h), whose moments follow the draws' in
   // window_mean [2, B, d] and window_m2 [2, B, d] (dense: [2, B, d, d]).
@@ -107,7 +109,8 @@ TORCH_LIBRARY(fused_hmc, m) {
       "Tensor(e!) dual_averaging, Tensor(f!) window_mean, Tensor(g!) window_m2, "
       "int num_warmup, int warmup_start=0, int[] windows=[], float target_accept=0.8, "
       "bool adapt_step_size=False, bool adapt_mass_matrix=False, float trajectory_length=0.0, "
-      "Tensor(h!)? chees=None, bool gradient_mass_estimate=False) -> ()");
+      "Tensor(h!)? chees=None, bool gradient_mass_estimate=False, "
+      "bool harmonic_acceptance=False) -> ()");
 
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
   // reduced by the caller (the chains of several processes; math/adaptation/warmup_update.h): the

@@ -16,6 +16,7 @@ _FLAG_OF = {"num_samples": "--samples", "num_transitions": "--samples", "num_war
             "target_accept": "--target-accept", "adapt_windows": "--adapt-windows",
             "adapt_trajectory_length=True": "--adapt-trajectory-length",
             "max_leapfrog_steps": "--max-leapfrog-steps", "mass_estimator": "--mass-estimator",
+            "pooled_acceptance": "--pooled-acceptance",
             "keep_samples=False": "--no-keep-samples", "keep_samples": "--keep-samples"}
 _API_NAME = re.compile("|".join(re.escape(k) for k in sorted(_FLAG_OF, key=len, reverse=True)))
 

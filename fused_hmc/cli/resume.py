@@ -66,4 +66,5 @@ def flags_of(args: argparse.Namespace, sampler, res) -> None:
     args.adapt_step_size, args.adapt_mass_matrix = w.adapt_step_size, w.adapt_mass_matrix
     args.adapt_trajectory_length = w.adapt_trajectory_length
     args.mass_estimator = w.mass_estimator
+    args.pooled_acceptance = w.pooled_acceptance
     args.max_leapfrog_steps = res.max_leapfrog_steps

@@ -208,7 +208,8 @@ class ChainKernel:
                             windows=s.windows, target_accept=s.target_accept,
                             adapt_step_size=s.adapt_step_size,
                             adapt_mass_matrix=s.adapt_mass_matrix,
-                            gradient_mass_estimate=self.gradient_estimate)
+                            gradient_mass_estimate=self.gradient_estimate,
+                            harmonic_acceptance=s.pooled_acceptance == "harmonic")
                 if before is not None:
                     self.count_kept_masses(before)
                 if last in self._chees_restarts:

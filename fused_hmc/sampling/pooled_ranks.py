@@ -10,8 +10,9 @@ the statistics must meet outside it. Each warm-up transition is then three steps
    statistics afterwards) and, inside a slow window, folding its state into the chain's window
    moments (the same transition, the same Welford update as the warmup op's); with ChEES it also
    records each chain's start, proposal, end velocity and jitter;
-2. the acceptance statistics are summed over the rank's chains and then over the ranks in rank
-   order (one all-gather); at the end of a slow window each rank also sums its chains' log window
+2. the chains' acceptance terms (csrc/math/adaptation/pooled_acceptance.h: the mean's or the
+   harmonic mean's) are summed over the rank's chains and then over the ranks in rank order (one
+   all-gather); at the end of a slow window each rank also sums its chains' log window
    variances and their count (the pooled variance of csrc/math/hmc/mass_matrix.h) and the ranks'
    sums are summed in rank order (a second all-gather);
 3. the ``pooled_update`` op applies the warmup op's pooled update
@@ -53,6 +54,26 @@ from .warmup import restart_chees_optimizer
 # Warm-up transitions between the points where every rank reads the ranks' failure flags (a host
 # round trip): a rank's error ends every rank at the next one, wherever the ranks' chunks end.
 CHECK_EVERY = 64
+
+
+def acceptance_terms(transition: dict, harmonic: bool) -> torch.Tensor:
+    """This rank's sums [2] float64 of its chains' acceptance terms (x, w) at one transition, from
+    the transition's statistics: csrc/math/adaptation/pooled_acceptance.h's terms (the mean's
+    (a, 1), or the harmonic mean's (1 / a, 1) and (0, 0) for a divergent transition)."""
+    a = transition["accept_prob_sum"]
+    if not harmonic:
+        return torch.stack([a.sum(), a.new_tensor(float(a.numel()))])
+    kept = transition["divergences"] == 0
+    return torch.stack([torch.where(kept, a.reciprocal(), 0.0).sum(), kept.sum().to(a.dtype)])
+
+
+def pooled_acceptance(x: torch.Tensor, w: torch.Tensor, harmonic: bool) -> torch.Tensor:
+    """The pooled statistic from every chain's summed terms (pooled_acceptance.h's, on the
+    device: no host sync)."""
+    if not harmonic:
+        return x / w
+    h = w / x
+    return torch.where((h >= 0) & (h <= 1), h, torch.zeros_like(h))
 
 
 class RankPooledWarmup:
@@ -109,14 +130,16 @@ class RankPooledWarmup:
                     self._ok.zero_()
             # A failed rank keeps joining the gathers until the next check point, so that none
             # waits for it there.
-            local = [self._transition["accept_prob_sum"].sum().reshape(1), self._ok]
+            harmonic = s.pooled_acceptance == "harmonic"
+            local = [acceptance_terms(self._transition, harmonic), self._ok]
             if self._chees is not None:
                 local.append(self._chees.column_sums())
             parts = g.gather_on_device(torch.cat(local))
-            accept_stat = parts[:, 0].sum(0, keepdim=True) / g.chains
+            terms = parts[:, :2].sum(0)
+            accept_stat = pooled_acceptance(terms[0], terms[1], harmonic).reshape(1)
             chees = {}
             if self._chees is not None:
-                sums = self._chees.sums(parts[:, 2:].sum(0), g, k.state.chees[0])
+                sums = self._chees.sums(parts[:, 3:].sum(0), g, k.state.chees[0])
                 chees = dict(chees=k.state.chees, chees_sums=sums,
                              max_leapfrog_steps=k.max_leapfrog_steps)
             variance, draws = None, 0.0
@@ -137,7 +160,7 @@ class RankPooledWarmup:
                 if variance is not None and self._chees is not None:  # a slow window's end
                     restart_chees_optimizer(k.state.chees, k.state.step_size)
             if (i + 1) % CHECK_EVERY == 0 or i == s.num_warmup - 1:
-                self._check(parts[:, 1].min())
+                self._check(parts[:, 2].min())
 
     def _check(self, ok: torch.Tensor) -> None:
         """At a check point every rank reaches at the same transition (whatever its chunks):

@@ -57,6 +57,7 @@ class SamplerOptions:
     max_leapfrog_steps: int = 1000
     trajectory_length: float | None = None
     mass_estimator: str = "draws"
+    pooled_acceptance: str = "mean"
 
     @classmethod
     def of(cls, caller: str, options: dict) -> SamplerOptions:
@@ -126,7 +127,7 @@ class SamplerSettings:
             checkpoint_every=self.checkpoint_every, superchains=self.superchains,
             adapt_trajectory_length=w.adapt_trajectory_length,
             max_leapfrog_steps=self.max_leapfrog_steps, trajectory_length=self.trajectory_length,
-            mass_estimator=w.mass_estimator)
+            mass_estimator=w.mass_estimator, pooled_acceptance=w.pooled_acceptance)
 
 
 def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
@@ -147,7 +148,7 @@ def check_settings(options: SamplerOptions, q: torch.Tensor) -> SamplerSettings:
                                LIMITS["kMaxLeapfrogSteps"])
     warmup = WarmupSettings(o.num_warmup, o.target_accept, o.adapt_step_size,
                             o.adapt_mass_matrix, o.pooled, o.adapt_windows,
-                            o.adapt_trajectory_length, o.mass_estimator)
+                            o.adapt_trajectory_length, o.mass_estimator, o.pooled_acceptance)
     check_mass_estimator(warmup, chains)
     check_per_chain_chees(warmup, chains)
     trajectory_length, max_leapfrog_steps = check_trajectory(

@@ -108,6 +108,7 @@ MAX_WARMUP = LIMITS["kMaxWarmupLength"]
 TARGET_ACCEPT = 0.8  # Stan's adapt_delta, NumPyro's target_accept_prob
 CHEES_TARGET_ACCEPT = 0.651  # the ChEES paper's (and BlackJAX's) default
 MASS_ESTIMATORS = ("draws", "gradients")
+POOLED_ACCEPTANCE = ("mean", "harmonic")
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,10 @@ class WarmupSettings:
     num_warmup > 0); with pooled=False each chain still adapts its own step size and inverse
     mass, in lock step with the others (the CPU only); mass_estimator: "draws" (Stan's: the window draws'
     variances or covariance) or "gradients" (nutpie's: from the draws and the gradients of the
-    log density at them, csrc/math/hmc/gradient_mass.h; the CPU only)."""
+    log density at them, csrc/math/hmc/gradient_mass.h; the CPU only); pooled_acceptance: the
+    statistic a pooled step size is adapted on, "mean" (the chains' mean acceptance statistic)
+    or "harmonic" (their harmonic mean, divergent transitions left out: the ChEES paper's and
+    BlackJAX's; csrc/math/adaptation/pooled_acceptance.h)."""
 
     num_warmup: int = 0
     target_accept: float | None = None
@@ -131,6 +135,7 @@ class WarmupSettings:
     windows: tuple[int, int, int] = STAN_WINDOWS
     adapt_trajectory_length: bool = False
     mass_estimator: str = "draws"
+    pooled_acceptance: str = "mean"
 
     def __post_init__(self):
         n = self.num_warmup
@@ -166,6 +171,9 @@ class WarmupSettings:
         if self.mass_estimator not in MASS_ESTIMATORS:
             raise ValueError(f"mass_estimator must be one of {MASS_ESTIMATORS}, got "
                              f"{self.mass_estimator!r}")
+        if self.pooled_acceptance not in POOLED_ACCEPTANCE:
+            raise ValueError(f"pooled_acceptance must be one of {POOLED_ACCEPTANCE}, got "
+                             f"{self.pooled_acceptance!r}")
         object.__setattr__(self, "num_warmup", int(n))
         object.__setattr__(self, "target_accept", float(a))
         object.__setattr__(self, "windows", tuple(int(v) for v in w))

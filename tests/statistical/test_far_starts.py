@@ -2,7 +2,8 @@
 leave no chain that never accepts in sampling, and the draws agree with the reference: kidiq (the
 stand-in of tests/statistical/_kidiq.py, exact posterior moments) and eight schools (posteriordb)
 pooled and with ChEES (kidiq also with the pooled dense mass), logistic regression (R-hat) and
-diamonds (posteriordb) with ChEES. Before
+diamonds (posteriordb) with ChEES, and Neal's funnel with ChEES on the harmonic mean acceptance
+(pooled_acceptance="harmonic"). Before
 fused_hmc.sampling.far_starts, kidiq left 28 of 256 chains stuck with pooled=True and 70 with
 ChEES (R-hat 13.6, mean sigma 6,678 against 17.2), and diamonds' ChEES run had R-hat 1.66
 (benchmarks/results/far_starts).
@@ -39,8 +40,8 @@ from fused_hmc import diagnostics, models
 from fused_hmc.validation.posteriordb import compare_draws
 
 # Every comparison of the file: kidiq 4 means x 3 modes, eight schools 2 x 20 (posteriordb's
-# means and squares of 10 parameters), diamonds 52, and the R-hat checks (4).
-COMPARISONS = 12 + 40 + 52 + 4
+# means and squares of 10 parameters), diamonds 52, the R-hat checks (4) and the funnel's v (2).
+COMPARISONS = 12 + 40 + 52 + 4 + 2
 ALPHA = 1e-6 / COMPARISONS
 MODES = {"pooled": dict(pooled=True, num_leapfrog_steps=20),
          "chees": dict(adapt_trajectory_length=True)}
@@ -128,6 +129,40 @@ def test_diamonds_with_chees_from_stans_starts():
                   samples=150)
     compare_draws(model.constrained_values(res.samples.double()), model.posteriordb,
                   alpha=ALPHA).raise_if_failed()
+
+
+# Neal's funnel (d = 10): no one step size suits its neck and its mouth. On the chains' mean
+# acceptance, ChEES's pooled step size suits the mouth and strands chains in the neck; on their
+# harmonic mean (the ChEES paper's and BlackJAX's statistic) it shrinks until every chain moves.
+HARMONIC_CHEES = dict(adapt_trajectory_length=True, pooled_acceptance="harmonic")
+
+
+def _funnel(chains: int, device: str, **options):
+    model = models.funnel()
+    q0 = _stan_starts(chains, model.dim, 2).to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fused_hmc.StuckChainsWarning)  # the control's
+        return model, fused_hmc.sample(q0, 500, target=model.target(), num_warmup=1000, seed=2,
+                                       progress=False, **options)
+
+
+@pytest.mark.slow
+def test_funnel_with_chees_on_the_harmonic_mean_strands_no_chain():
+    """Every chain accepts in sampling, and v's mean (exact 0, sd 3) is within the family-wise
+    bound; the control, on the mean acceptance, strands chains (17 of 512 from these starts)."""
+    model, res = _funnel(512, "cpu", **HARMONIC_CHEES)
+    assert bool((res.accept_count > 0).all()), int((res.accept_count == 0).sum())
+    v = res.samples[..., 0].double().numpy()
+    ess = float(diagnostics.ess_mean(diagnostics.as_draws(v[..., None]))[0])
+    assert abs(v.mean()) < norm.isf(ALPHA / 2) * 3.0 / math.sqrt(ess), (v.mean(), ess)
+    _, control = _funnel(512, "cpu", adapt_trajectory_length=True)
+    assert int((control.accept_count == 0).sum()) > 0
+
+
+@pytest.mark.cuda
+def test_funnel_with_chees_on_the_harmonic_mean_strands_no_chain_on_cuda():
+    _, res = _funnel(4096, "cuda", **HARMONIC_CHEES)
+    assert bool((res.accept_count > 0).all()), int((res.accept_count == 0).sum())
 
 
 @pytest.mark.cuda

@@ -61,7 +61,8 @@ def _warmup_op(q, target, s, jitter, steps, seed, first, n, num_warmup, windows,
             dual_averaging=s["da"], window_mean=s["wm"], window_m2=s["wm2"], warmup_start=0,
             num_warmup=num_warmup, windows=list(windows), target_accept=settings.target_accept,
             adapt_step_size=settings.adapt_step_size,
-            adapt_mass_matrix=settings.adapt_mass_matrix, chees=s.get("chees"))
+            adapt_mass_matrix=settings.adapt_mass_matrix, chees=s.get("chees"),
+            harmonic_acceptance=settings.pooled_acceptance == "harmonic")
 
 
 STAN_GAMMA = 0.05
@@ -90,8 +91,21 @@ class StanStepSize:
         return math.exp(x)
 
 
+def pooled_statistic(accept_prob: torch.Tensor, acceptance: str) -> float:
+    """The pooled statistic of the chains' acceptance probabilities: their mean, or the harmonic
+    mean of the non-divergent ones (0 when that is not a number in [0, 1]). A divergent
+    transition (energy error above 1000) has probability exp(-1000), 0 in float64; no transition of
+    these tests has an error in (745, 1000], the other way to a probability of 0."""
+    if acceptance == "mean":
+        return float(accept_prob.mean())
+    kept = accept_prob[accept_prob > 0].double()
+    h = kept.numel() / float(kept.reciprocal().sum()) if kept.numel() else float("nan")
+    return h if 0 <= h <= 1 else 0.0
+
+
 def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200,
-           windows=(75, 25, 50), settings=WarmupSettings(), inv_mass0=None):
+           windows=(75, 25, 50), settings=WarmupSettings(), inv_mass0=None,
+           divergent_iterations=None):
     """Runs the op one transition at a time beside the oracle; returns the op's final state. With
     settings.adapt_trajectory_length the op carries a ChEES state from T0 = steps x eps0 (steps
     is then the cap), each transition runs with its T, and after each T lies in [eps, steps eps]
@@ -123,7 +137,10 @@ def replay(target, q0, *, eps0=0.4, jitter=0.2, steps=5, seed=77, num_warmup=200
             assert eps <= float(s["chees"][0]) <= steps * eps, i
 
         if settings.adapt_step_size:
-            stats = [float(accept_prob.mean())] if settings.pooled else accept_prob.tolist()
+            stats = ([pooled_statistic(accept_prob, settings.pooled_acceptance)]
+                     if settings.pooled else accept_prob.tolist())
+            if divergent_iterations is not None and 0 < int((accept_prob == 0).sum()) < chains:
+                divergent_iterations.append(i)
             expected = [st.learn(a) for st, a in zip(stan, stats)]
             if i == num_warmup - 1:
                 expected = [math.exp(st.x_bar) for st in stan]
@@ -171,6 +188,32 @@ def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
 def test_warmup_follows_stan(pooled, device):
     """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
     replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
+
+
+def _replay_harmonic(device, chees: bool) -> list[int]:
+    """A pooled warm-up on the harmonic mean beside the oracle; the iterations where some of the
+    chains diverged, not all."""
+    settings = WarmupSettings(200, pooled=True, adapt_trajectory_length=chees,
+                              pooled_acceptance="harmonic")
+    divergent = []
+    replay(_diagonal(), _q0(chains=7).to(device), eps0=0.8, steps=8 if chees else 5,
+           settings=settings, divergent_iterations=divergent)
+    return divergent
+
+
+def test_pooled_warmup_on_the_harmonic_mean_follows_stan(device):
+    """pooled_acceptance="harmonic": dual averaging on the harmonic mean of the chains'
+    acceptance probabilities, divergent transitions left out. The restarts at 10x the step size
+    make some chains diverge and not others; the test needs such iterations, where leaving the
+    divergent chains out decides the statistic (counting them would give 0)."""
+    divergent = _replay_harmonic(device, chees=False)
+    assert len(divergent) >= 3, divergent
+
+
+def test_chees_warmup_on_the_harmonic_mean_follows_stan():
+    """The same with ChEES (CPU, as test_chees_warmup_follows_stan_beside_one_trajectory_length)."""
+    divergent = _replay_harmonic(torch.device("cpu"), chees=True)
+    assert len(divergent) >= 3, divergent
 
 
 def test_warmup_of_one_chain_follows_stan_with_the_per_chain_terminal_gamma(device):
