@@ -6,6 +6,7 @@
 #               rows (bench_chees --no-jax) into $OUT/bench_chees_fused.json;
 #   PART=jax:   BlackJAX's and NumPyro's rows (bench_chees --no-fused) into $OUT/bench_chees_jax.json.
 # Usage: OUT=dir PART=fused|jax [TARGETS="eight_schools funnel ..."] [TESTS="tests/... ..."]
+#        [BUILDS="funnel:duals:f64 ..."] [FUSED_ARGS="--fused-configs ..."]
 #        [DEADLINE_S=570] bash benchmarks/adaptation_device.sh
 set -uo pipefail
 source benchmarks/device_env.sh
@@ -27,6 +28,7 @@ if [[ "${PART:-fused}" == fused ]]; then
       *) specs+=("$t:hand:f32" "$t:hand:f32:dense") ;;
     esac
   done
+  [[ -n "${BUILDS:-}" ]] && specs=(extension $BUILDS)  # in place of the above
   python3 benchmarks/prebuild_models.py "${specs[@]}" > "$OUT/prebuild.log" 2>&1
   echo "builds: rc=$? at $((SECONDS - t0)) s: $(tail -1 "$OUT/prebuild.log")"
   if [[ -n "${TESTS:-}" ]]; then
@@ -34,7 +36,7 @@ if [[ "${PART:-fused}" == fused ]]; then
       -rf -n 8 --timeout 140 $TESTS > "$OUT/tests.log" 2>&1
     echo "tests: rc=$? at $((SECONDS - t0)) s"; tail -4 "$OUT/tests.log"
   fi
-  timeout "$(left)" python3 benchmarks/bench_chees.py --no-jax --targets $TARGETS \
+  timeout "$(left)" python3 benchmarks/bench_chees.py --no-jax --targets $TARGETS ${FUSED_ARGS:-} \
     --out "$OUT/bench_chees_fused.json" > "$OUT/bench_chees_fused.log" 2>&1
   echo "fused rows: rc=$? at $((SECONDS - t0)) s"; tail -20 "$OUT/bench_chees_fused.log"
 else
