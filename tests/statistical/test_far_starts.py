@@ -33,7 +33,7 @@ import _kidiq  # tests/statistical/_kidiq.py: pytest puts this directory on sys.
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chi2, norm
+from scipy.stats import chi2, norm, poisson
 
 import fused_hmc
 from fused_hmc import diagnostics, models
@@ -133,7 +133,7 @@ def test_diamonds_with_chees_from_stans_starts():
 
 # Neal's funnel (d = 10): no one step size suits its neck and its mouth. On the chains' mean
 # acceptance, ChEES's pooled step size suits the mouth and strands chains in the neck; on their
-# harmonic mean (the ChEES paper's and BlackJAX's statistic) it shrinks until every chain moves.
+# harmonic mean (the ChEES paper's and BlackJAX's statistic) it shrinks until the chains move.
 HARMONIC_CHEES = dict(adapt_trajectory_length=True, pooled_acceptance="harmonic")
 
 
@@ -142,27 +142,44 @@ def _funnel(chains: int, device: str, **options):
     q0 = _stan_starts(chains, model.dim, 2).to(device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fused_hmc.StuckChainsWarning)  # the control's
-        return model, fused_hmc.sample(q0, 500, target=model.target(), num_warmup=1000, seed=2,
-                                       progress=False, **options)
+        return fused_hmc.sample(q0, 500, target=model.target(), num_warmup=1000, seed=2,
+                                progress=False, **options)
+
+
+def _assert_no_chain_stranded_above_the_neck(res) -> None:
+    """No step size moves every chain of the funnel: below v = 2 log eps (where eps exp(-v / 2),
+    the step over the x_i's scale, exceeds 1, near the leapfrog's stability limit 2) a chain
+    may reject for long. There the posterior has mass p = Phi(2 log eps / 3) (v ~ N(0, 3^2)),
+    about 1e-4 at the adapted eps of about 0.0035, so a correct run of B chains holds about
+    Poisson(B p) chains there (0.4 of 4,096); at most 7 of them fails with probability below
+    1e-6. Every chain that accepted none of its sampling transitions must be such a chain (it
+    sits where warm-up left it: its first draw), and there may be at most 7."""
+    eps = float(res.step_size[0])
+    stuck = (res.accept_count == 0).nonzero().flatten().cpu()
+    v = res.samples[stuck, 0, 0].double().cpu()
+    assert bool((v < 2 * math.log(eps)).all()), (eps, stuck.tolist(), v.tolist())
+    assert poisson.sf(7, res.accept_count.numel() * norm.cdf(2 * math.log(eps) / 3)) < 1e-6
+    assert len(stuck) <= 7, (stuck.tolist(), v.tolist())
 
 
 @pytest.mark.slow
 def test_funnel_with_chees_on_the_harmonic_mean_strands_no_chain():
-    """Every chain accepts in sampling, and v's mean (exact 0, sd 3) is within the family-wise
-    bound; the control, on the mean acceptance, strands chains (17 of 512 from these starts)."""
-    model, res = _funnel(512, "cpu", **HARMONIC_CHEES)
-    assert bool((res.accept_count > 0).all()), int((res.accept_count == 0).sum())
+    """Every chain accepts in sampling but those in the deep neck (none here, from these starts),
+    and v's mean (exact 0, sd 3) is within the family-wise bound. The control, on the mean
+    acceptance, strands chains well above the neck (17 of 512 from these starts)."""
+    res = _funnel(512, "cpu", **HARMONIC_CHEES)
+    _assert_no_chain_stranded_above_the_neck(res)
     v = res.samples[..., 0].double().numpy()
     ess = float(diagnostics.ess_mean(diagnostics.as_draws(v[..., None]))[0])
     assert abs(v.mean()) < norm.isf(ALPHA / 2) * 3.0 / math.sqrt(ess), (v.mean(), ess)
-    _, control = _funnel(512, "cpu", adapt_trajectory_length=True)
-    assert int((control.accept_count == 0).sum()) > 0
+    control = _funnel(512, "cpu", adapt_trajectory_length=True)
+    stuck = control.accept_count == 0
+    assert bool((control.samples[stuck, 0, 0] > 2 * math.log(control.step_size[0])).any())
 
 
 @pytest.mark.cuda
 def test_funnel_with_chees_on_the_harmonic_mean_strands_no_chain_on_cuda():
-    _, res = _funnel(4096, "cuda", **HARMONIC_CHEES)
-    assert bool((res.accept_count > 0).all()), int((res.accept_count == 0).sum())
+    _assert_no_chain_stranded_above_the_neck(_funnel(4096, "cuda", **HARMONIC_CHEES))
 
 
 @pytest.mark.cuda
