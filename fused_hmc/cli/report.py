@@ -53,8 +53,10 @@ def report_run(args, device, target, res, adapting: bool) -> None:
         how = "pooled" if w.pooled else "per-chain"
         if w.mass_estimator == "gradients":
             how += " (inverse mass from draws and gradients)"
+        toward = "harmonic mean acceptance" if w.pooled and w.pooled_acceptance == "harmonic" \
+            else "acceptance"
         print(f"warm-up           {how} adaptation toward "
-              f"acceptance {w.target_accept:g}: step size {step.mean().item():.4g} (range "
+              f"{toward} {w.target_accept:g}: step size {step.mean().item():.4g} (range "
               f"{step.min().item():.4g} .. {step.max().item():.4g}), inverse mass "
               f"{inv_mass.min().item():.4g} .. {inv_mass.max().item():.4g}")
         if res.mass_matrix == "dense":

@@ -102,6 +102,23 @@ def test_ctrl_c_writes_a_last_checkpoint(sigint_handler, monkeypatch, tmp_path):
     assert_results_equal(sampler.run(), whole)
 
 
+def test_a_pooled_warmup_on_the_harmonic_mean_resumes_on_it(sigint_handler, monkeypatch,  # noqa: F811
+                                                             tmp_path):
+    """pooled_acceptance travels in the checkpoint: interrupted mid-warm-up, the resumed run is
+    the uninterrupted one bit for bit (and not the mean's)."""
+    q0, ck = _q0(), tmp_path / "run.ckpt"
+    run = dict(RUN, pooled=True, pooled_acceptance="harmonic")
+    whole = _run(q0, N, **run)
+    assert not torch.equal(whole.step_size, _run(q0, N, **RUN | dict(pooled=True)).step_size)
+    _sigint_after_call(monkeypatch, "warmup", call=3)
+    res = _run(q0, N, checkpoint=ck, checkpoint_every=3600, **run)
+    assert res.interrupted and res.num_transitions == 0
+    monkeypatch.undo()
+    sampler = fused_hmc.Sampler.from_checkpoint(ck)
+    assert sampler.settings.warmup.pooled_acceptance == "harmonic"
+    assert_results_equal(sampler.run(), whole)
+
+
 def test_a_failed_write_leaves_the_last_checkpoint(monkeypatch, tmp_path):
     q0, ck = _q0(), tmp_path / "run.ckpt"
     whole = _run(q0, N, **RUN)

@@ -48,6 +48,7 @@ def _figure(pattern: str, text: str) -> float:
     (["--target", "dense", "--dim", "300"], "--dim"),
     (["--warmup", "10", "--adapt-windows", "5", "0", "5"], "--adapt-windows"),
     (["--dtype", "float16"], "--dtype"),
+    (["--pooled-acceptance", "median"], "--pooled-acceptance"),
 ])
 def test_bad_flag_is_one_line_naming_it_and_exit_2(capsys, argv, flag):
     code, out, err = _run(capsys, *SMALL, *argv)  # the last of a repeated flag counts
@@ -92,7 +93,7 @@ def test_help_exposes_the_api_options_and_says_warmup_adapts(capsys):
     for flag in ("--target", "--mean", "--scale", "--correlation", "--target-accept", "--pooled",
                  "--jitter", "--step-size", "--leapfrog", "--thin", "--dtype",
                  "--adapt-step-size", "--no-adapt-mass-matrix", "--adapt-windows",
-                 "--keep-samples", "--no-keep-samples"):
+                 "--keep-samples", "--no-keep-samples", "--pooled-acceptance"):
         assert flag in flags, flag
     warmup = next(a for a in _subparsers()["sample"]._actions if "--warmup" in a.option_strings)
     assert "adapt" in warmup.help and "no adaptation" not in warmup.help
@@ -110,6 +111,17 @@ def test_warmup_adapts_toward_target_accept(capsys):
         assert code == 0 and "pooled adaptation toward acceptance" in out, out
         steps[accept] = _figure(r"step size ([\d.]+) \(range", out)
     assert steps["0.6"] > 2 * steps["0.99"] > 0.2, steps
+
+
+def test_pooled_acceptance_harmonic_is_the_apis(capsys):
+    """--pooled-acceptance harmonic is sample(pooled_acceptance="harmonic"), and says so."""
+    argv = (*SMALL[:2], "--dim", "8", "--samples", "20", "--warmup", "200", "--pooled",
+            "--pooled-acceptance", "harmonic", *SMALL[6:])
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0 and "pooled adaptation toward harmonic mean acceptance 0.8" in out, out
+    harmonic = _figure(r"step size ([\d.]+) \(range", out)
+    code, out, _ = _run(capsys, *(a for a in argv if a not in ("--pooled-acceptance", "harmonic")))
+    assert code == 0 and harmonic != _figure(r"step size ([\d.]+) \(range", out)
 
 
 @pytest.mark.parametrize("target", [

@@ -186,6 +186,17 @@ def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
         "num_leapfrog_steps"]  # adapted away from T0
 
 
+def test_chees_on_the_harmonic_mean_pools_every_ranks_chains(ranks):
+    """pooled_acceptance="harmonic" over the ranks (each rank's sums of 1 / a and of the
+    non-divergent chains, pooled_ranks.acceptance_terms): the one-process kernel's run, with the
+    tolerances of _assert_pooled_across_ranks, and not the mean's."""
+    one = fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
+                           target=worker.pooled_target(), **worker.HARMONIC)
+    _assert_pooled_across_ranks(ranks, one, key="harmonic")
+    mean = torch.cat([r["chees"]["step_size"] for r in ranks])
+    assert not torch.allclose(mean, one.step_size, rtol=1e-3)
+
+
 @pytest.fixture(scope="module")
 def one_process_dense():
     return {key: fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,

@@ -103,7 +103,8 @@ def _chain_ops(device, dtype):
         warmup.append(((q.clone(), *warm_head, 0, 20, _statistics(device)), adaptation))
         if groups == 1 and i < 3:  # ChEES: its pooled warm-up, and sampling that records for it
             warmup.append(((q.clone(), *warm_head, 0, 20, _statistics(device)),
-                           dict(adaptation, chees=_chees_state(device))))
+                           dict(adaptation, chees=_chees_state(device),
+                                harmonic_acceptance=i == 1)))
             record = torch.zeros(B, 3 * D + 2, device=device, **_F64)
             sample.append(((q.clone(), *head, 3, 1, _statistics(device)),
                            dict(chees=_chees_state(device), trajectory_record=record,
