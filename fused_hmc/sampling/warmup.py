@@ -40,7 +40,11 @@ gamma = 0.25). Pooled ChEES can land higher, likely because every chain runs a t
 shared trajectory jitter w, so the mean statistic varies from transition to transition with w, as
 one chain's does (logistic regression, float32, diagonal mass, 1024 chains: 0.708 and 0.739 for
 0.651, where a fixed L = 8 pooled lands at 0.660; the terminal gamma = 0.25 overcorrects it, to
-0.61 and 0.62). Open (issue 32). Per chain stays the default, as in Stan, NumPyro and BlackJAX: the
+0.61 and 0.62). Open (issue 32). ``pooled_acceptance="harmonic"`` drives a pooled step size
+with the chains' harmonic mean acceptance instead, divergent transitions left out (the ChEES
+paper's statistic, BlackJAX's; csrc/math/adaptation/pooled_acceptance.h): the chains that accept
+least set the step size, so no region of the target keeps chains stuck (docs/FAR_STARTS.md), at
+a smaller step size, and the chains' average acceptance lies above the target. Per chain stays the default, as in Stan, NumPyro and BlackJAX: the
 chains' different step sizes also spread their trajectory lengths, which on Gaussian targets
 raised the smallest ESS (of the squares) 3x over pooled adaptation in benchmarks/bench_warmup.py
 (d = 64, scales 0.01 .. 100: 185k vs 56k from 512 x 1000 draws, measured before the pooled mass
