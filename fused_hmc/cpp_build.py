@@ -372,9 +372,16 @@ def _compile_and_load(spec: BuildSpec, files: dict[str, str], name: str):
     from .build_cache import load_or_build
 
     directory = _build.build_directory(name)
-    what = f"the CppTarget (dim {spec.dim}, {spec.scalar}, {spec.device_kind})"
-    return load_or_build(directory, name, what, lambda: _build_module(spec, files, name,
-                                                                       directory))
+    return load_or_build(directory, name, _described(spec),
+                         lambda: _build_module(spec, files, name, directory))
+
+
+def _described(spec: BuildSpec) -> str:
+    """The module in a build message: what tells two builds of one source apart (a module built
+    again where one was expected shows which of these differs)."""
+    lanes = f", {spec.lanes} lanes of {spec.partials} partials" if spec.lanes > 1 else ""
+    dense = ", dense-mass kernels" if spec.dense_mass else ""
+    return f"the CppTarget (dim {spec.dim}, {spec.scalar}, {spec.device_kind}{lanes}{dense})"
 
 
 def _build_module(spec: BuildSpec, files: dict[str, str], name: str, directory: Path):
@@ -382,9 +389,8 @@ def _build_module(spec: BuildSpec, files: dict[str, str], name: str, directory: 
     source's syntax, and builds and loads the module (the caller holds the directory's lock)."""
     from torch.utils import cpp_extension
 
-    print(f"compiling the CppTarget (dim {spec.dim}, {spec.scalar}, {spec.device_kind}; "
-          f"first use of this source; {_BUILD_TIME}) in {directory} ...", file=sys.stderr,
-          flush=True)
+    print(f"compiling {_described(spec)[:-1]}; first use of this source; {_BUILD_TIME}) in "
+          f"{directory} ...", file=sys.stderr, flush=True)
     for file, text in files.items():
         _write_if_changed(directory / file, text)
     src = _build.csrc_dir()
