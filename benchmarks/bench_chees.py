@@ -17,9 +17,9 @@ Rows per target:
   ``chees_diagonal``, ``sample(..., adapt_trajectory_length=True)``: ChEES in the kernels, pooled
   over all chains (target acceptance 0.651, initial step size 0.1 and length 10 steps, at most
   1000 steps, Stan's windows, diagonal inverse mass, trajectory jitter from each chain's philox
-  stream); ``chees_dense``, the same with ``mass_matrix="dense"``; ``chees_harmonic``, the
-  same on the chains' harmonic mean acceptance (``pooled_acceptance="harmonic"``, as BlackJAX);
-  ``per_chain``, Stan's warm-up
+  stream; the step size on the chains' harmonic mean acceptance, ChEES's default, as BlackJAX);
+  ``chees_dense``, the same with ``mass_matrix="dense"``; ``chees_mean``, the diagonal's on the
+  chains' mean acceptance (``pooled_acceptance="mean"``); ``per_chain``, Stan's warm-up
   per chain (``pooled=False``: dual averaging toward 0.8, diagonal mass), L = 8, step jitter 0.2.
 - BlackJAX (unless --no-jax or --no-blackjax):
   ``chees_adaptation(..., mass_matrix_estimation="diagonal")`` with
@@ -268,7 +268,7 @@ CHEES = dict(adapt_trajectory_length=True, target_accept=TARGET_ACCEPT, step_siz
              num_leapfrog_steps=INITIAL_STEPS, max_leapfrog_steps=MAX_STEPS)
 PER_CHAIN = dict(pooled=False, num_leapfrog_steps=8, jitter=0.2)
 FUSED_CONFIGS = {"chees_diagonal": CHEES, "chees_dense": CHEES | dict(mass_matrix="dense"),
-                 "chees_harmonic": CHEES | dict(pooled_acceptance="harmonic"),
+                 "chees_mean": CHEES | dict(pooled_acceptance="mean"),
                  "per_chain": PER_CHAIN}
 
 

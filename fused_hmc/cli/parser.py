@@ -75,11 +75,11 @@ def _add_sample_parser(sub) -> None:
          help="what a slow window's inverse mass is estimated from: the draws (Stan's) or the "
               "draws and the gradients at them (nutpie's; needs --device cpu; "
               "docs/MASS_MATRIX.md) (default: draws)")
-    flag("--pooled-acceptance", choices=("mean", "harmonic"), default="mean",
+    flag("--pooled-acceptance", choices=("mean", "harmonic"), default=None,
          help="what a pooled step size (--pooled, ChEES) is adapted on: the chains' mean "
               "acceptance statistic, or their harmonic mean (divergent transitions left out, as "
               "the ChEES paper and BlackJAX form it: smaller steps, no stranded chains) "
-              "(default: mean)")
+              "(default: harmonic with --adapt-trajectory-length, else mean)")
     flag("--jitter", type=real(0, 1, low_open=False), default=0.0,
          help="each transition's step size is drawn in [1 - jitter, 1 + jitter] eps")
     flag("--target", type=target_kind, default=None,

@@ -90,12 +90,13 @@ class Sampler:
             inverse_mass of shape [dim] (or None). Per-chain dual averaging ends above target_accept after a short final run (see
             :mod:`fused_hmc.sampling.warmup`); with many chains prefer pooled=True. Default None:
             True with adapt_trajectory_length, else False.
-        pooled_acceptance: what a pooled step size is adapted on: "mean" (default, the chains'
-            mean acceptance statistic) or "harmonic" (their harmonic mean, divergent transitions
-            left out, as the ChEES paper and BlackJAX form it). The harmonic mean follows the
-            chains that accept least, so a step size too large for some region of the target
-            cannot strand the chains there: smaller steps, no stuck chains
-            (:mod:`fused_hmc.sampling.warmup`).
+        pooled_acceptance: what a pooled step size is adapted on: "mean" (the chains' mean
+            acceptance statistic) or "harmonic" (their harmonic mean, divergent transitions left
+            out, as the ChEES paper and BlackJAX form it). The harmonic mean follows the chains
+            that accept least, so a step size too large for some region of the target cannot
+            strand the chains there: smaller steps, no stuck chains, the chains' own acceptance
+            above target_accept (:mod:`fused_hmc.sampling.warmup`). Default None: "harmonic"
+            with adapt_trajectory_length, else "mean".
         adapt_trajectory_length: warm-up also adapts one trajectory length T for all chains by
             ChEES (Hoffman, Radul & Sountsov 2021; BlackJAX's chees_adaptation), inside the
             kernel, with the pooled step size and inverse mass; with pooled=False (the CPU only,

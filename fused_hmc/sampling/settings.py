@@ -57,7 +57,7 @@ class SamplerOptions:
     max_leapfrog_steps: int = 1000
     trajectory_length: float | None = None
     mass_estimator: str = "draws"
-    pooled_acceptance: str = "mean"
+    pooled_acceptance: str | None = None
 
     @classmethod
     def of(cls, caller: str, options: dict) -> SamplerOptions:

@@ -271,11 +271,13 @@ def test_moments_of_an_ill_conditioned_gaussian_after_per_chain_chees():
 def test_eight_schools_with_chees_matches_posteriordb_on_cpu(pooled):
     """Eight schools (non-centred, dual-number gradients) with ChEES, pooled or each chain its
     own step size and inverse mass: 128 chains x 500 draws after 500 warm-up, posteriordb's rule
-    (test_posteriordb.py)."""
+    (test_posteriordb.py). On the chains' mean acceptance (pooled), whose target the band checks;
+    on their harmonic mean (ChEES's default) the chains accept far more (0.97 here)."""
     model = models.eight_schools()
     q0 = model.initial_point(128, generator=torch.Generator().manual_seed(20261201))
     res = fused_hmc.sample(q0, 500, target=model.target(), num_warmup=500, pooled=pooled,
-                           adapt_trajectory_length=True, seed=11, progress=False)
+                           adapt_trajectory_length=True, pooled_acceptance="mean", seed=11,
+                           progress=False)
     compare_draws(model.constrained_values(res.samples.double()), model.posteriordb,
                   alpha=1e-6).raise_if_failed()
     assert 0.55 < res.mean_accept_prob.mean().item() < 0.8

@@ -22,8 +22,9 @@ POOLED_NAMES = ("samples", "final_state", "accept_count", "step_size", "inverse_
 # ChEES pooled over the ranks as well (its means and terms reduced across them), on the same target.
 CHEES = dict(POOLED, adapt_trajectory_length=True, max_leapfrog_steps=20)
 CHEES_NAMES = POOLED_NAMES + ("trajectory_length",)
-# ChEES on the chains' harmonic mean acceptance (pooled_acceptance.h's terms summed over the ranks).
-HARMONIC = dict(CHEES, pooled_acceptance="harmonic")
+# ChEES on the chains' mean acceptance (its default is their harmonic mean; pooled_acceptance.h's
+# terms summed over the ranks either way).
+MEAN_CHEES = dict(CHEES, pooled_acceptance="mean")
 # A dense mass (CPU): pooled over the ranks (every rank's window co-moments gathered at the window's
 # end), and per chain (each chain's own: the one process's bits); a correlated target.
 DENSE = dict(POOLED, mass_matrix="dense")
@@ -93,9 +94,9 @@ def main(rank: int, world: int, rendezvous: str, out_dir: str, device: str = "cp
     chees = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
                              **CHEES)
     saved["chees"] = {name: getattr(chees, name) for name in CHEES_NAMES}
-    harmonic = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group,
-                                target=pooled_target(), **HARMONIC)
-    saved["harmonic"] = {name: getattr(harmonic, name) for name in CHEES_NAMES}
+    mean = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group, target=pooled_target(),
+                            **MEAN_CHEES)
+    saved["mean_chees"] = {name: getattr(mean, name) for name in CHEES_NAMES}
     if device == "cpu":  # a dense mass pooled over ranks runs on the CPU only
         for key, options in (("dense", DENSE), ("dense_per_chain", DENSE_PER_CHAIN)):
             dense = fused_hmc.sample(q0, SAMPLES, seed=SEED, process_group=group,

@@ -186,15 +186,16 @@ def test_chees_pools_every_ranks_chains(ranks, one_process_chees):
         "num_leapfrog_steps"]  # adapted away from T0
 
 
-def test_chees_on_the_harmonic_mean_pools_every_ranks_chains(ranks):
-    """pooled_acceptance="harmonic" over the ranks (each rank's sums of 1 / a and of the
-    non-divergent chains, pooled_ranks.acceptance_terms): the one-process kernel's run, with the
-    tolerances of _assert_pooled_across_ranks, and not the mean's."""
+def test_chees_on_the_mean_acceptance_pools_every_ranks_chains(ranks):
+    """pooled_acceptance="mean" over the ranks (ChEES's default, "harmonic", is
+    test_chees_pools_every_ranks_chains'; pooled_ranks.acceptance_terms gives either's sums): the
+    one-process kernel's run, with the tolerances of _assert_pooled_across_ranks, and not the
+    harmonic mean's."""
     one = fused_hmc.sample(worker.global_start(), worker.SAMPLES, seed=worker.SEED,
-                           target=worker.pooled_target(), **worker.HARMONIC)
-    _assert_pooled_across_ranks(ranks, one, key="harmonic")
-    mean = torch.cat([r["chees"]["step_size"] for r in ranks])
-    assert not torch.allclose(mean, one.step_size, rtol=1e-3)
+                           target=worker.pooled_target(), **worker.MEAN_CHEES)
+    _assert_pooled_across_ranks(ranks, one, key="mean_chees")
+    harmonic = torch.cat([r["chees"]["step_size"] for r in ranks])
+    assert not torch.allclose(harmonic, one.step_size, rtol=1e-3)
 
 
 @pytest.fixture(scope="module")

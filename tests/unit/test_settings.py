@@ -21,7 +21,7 @@ API = [("step_size", 0.1), ("num_leapfrog_steps", 10), ("mu", None), ("thin", 1)
        ("mass_matrix", "diagonal"), ("adapt_windows", (75, 25, 50)), ("out", None), ("checkpoint", None),
        ("checkpoint_every", 60.0), ("superchains", None), ("process_group", None),
        ("adapt_trajectory_length", False), ("max_leapfrog_steps", 1000),
-       ("trajectory_length", None), ("mass_estimator", "draws"), ("pooled_acceptance", "mean")]
+       ("trajectory_length", None), ("mass_estimator", "draws"), ("pooled_acceptance", None)]
 
 
 @pytest.mark.parametrize("function, positional", [(fused_hmc.Sampler, ["q0"]),
