@@ -169,7 +169,7 @@ def test_summary_and_cli_report_the_trajectory_and_its_cost(capsys):
                      "--max-leapfrog-steps", "50"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "pooled adaptation toward acceptance 0.651" in out, out
+    assert "pooled adaptation toward harmonic mean acceptance 0.651" in out, out
     assert "ChEES-adapted length T =" in out and "at most 50" in out, out
     assert "gradients" in out and "in warm-up" in out, out
 
