@@ -4,13 +4,14 @@
 //
 // Each chain adds two terms (x, w); the statistic is a function of their sums over the chains,
 // taken in chunk_sum.h's pairwise order over the chain index:
-//  - mean (the default): x = a, w = 1; statistic X / W, the chains' mean acceptance.
+//  - mean (the op's default; the sampler's for pooled=True): x = a, w = 1; statistic X / W, the
+//    chains' mean acceptance.
 //  - harmonic: x = 1 / a, w = 1, or (0, 0) for a divergent transition (TransitionDecision::
 //    divergent); statistic W / X, the harmonic mean of the non-divergent chains' probabilities, or
 //    0 when it is not a number in [0, 1] (a chain with a = 0, or every chain divergent). This is
 //    the ChEES paper's statistic as BlackJAX's chees_adaptation forms it (Hoffman, Radul & Sountsov
-//    2021): a chain that a step size strands (a near 0) pulls the harmonic mean, and so the step
-//    size, down, where the mean lets the other chains outvote it.
+//    2021), and the sampler's for ChEES: a chain that a step size strands (a near 0) pulls the
+//    harmonic mean, and so the step size, down, where the mean lets the other chains outvote it.
 #pragma once
 
 #include "../fp/host_device.h"
