@@ -91,23 +91,25 @@ def warmup(**arguments) -> None:
 
 
 def pooled_update(step_size: torch.Tensor, dual_averaging: torch.Tensor,
-                  inv_mass: torch.Tensor, accept_stat: torch.Tensor,
+                  inv_mass: torch.Tensor, acceptance_terms: torch.Tensor,
                   variance: torch.Tensor | None, variance_draws: float, iteration: int,
                   num_warmup: int, windows: Sequence[int], target_accept: float,
                   adapt_step_size: bool, adapt_mass_matrix: bool,
                   chees: torch.Tensor | None = None, chees_sums: torch.Tensor | None = None,
-                  max_leapfrog_steps: int = 1000) -> None:
+                  max_leapfrog_steps: int = 1000, harmonic_acceptance: bool = False) -> None:
     """One pooled warm-up update after warm-up iteration `iteration`, in place, from statistics
     of every chain reduced by the caller: step_size [1] by dual averaging (dual_averaging [1, 3])
-    with the mean acceptance statistic accept_stat [1]; with chees [8] and chees_sums [2] (the sums
-    of omega g and omega over every chain), ChEES's trajectory length capped at
-    max_leapfrog_steps steps; with variance [d] (the pooled variance of a slow window's
-    variance_draws draws), inv_mass [1, d]. The warmup op's pooled warm-up updates the same way
+    on the statistic of acceptance_terms [2] (the sums over every chain of the terms (x, w) of
+    csrc/math/adaptation/pooled_acceptance.h: the chains' mean acceptance, or with
+    harmonic_acceptance their harmonic mean); with chees [8] and chees_sums [2] (the sums of
+    omega g and omega over every chain), ChEES's trajectory length capped at max_leapfrog_steps
+    steps; with variance [d] (the pooled variance of a slow window's variance_draws draws),
+    inv_mass [1, d]. The warmup op's pooled warm-up updates the same way
     (csrc/math/adaptation/warmup_update.h; shapes and semantics: csrc/ops/schema.cpp)."""
-    _ops().pooled_update.default(step_size, dual_averaging, inv_mass, accept_stat, variance,
+    _ops().pooled_update.default(step_size, dual_averaging, inv_mass, acceptance_terms, variance,
                                  float(variance_draws), iteration, num_warmup, list(windows),
                                  target_accept, adapt_step_size, adapt_mass_matrix, chees,
-                                 chees_sums, max_leapfrog_steps)
+                                 chees_sums, max_leapfrog_steps, harmonic_acceptance)
 
 
 def philox4x32(counters: torch.Tensor, key: int) -> torch.Tensor:

@@ -1,8 +1,8 @@
 // The pooled_update op (schema.cpp): one pooled warm-up update (math/adaptation/warmup_update.h)
 // from statistics reduced outside the kernels, on the state's device, with no host sync. A warm-up
-// pooled over the chains of several processes runs each transition with the sample op, reduces the
-// acceptance statistic (and, at a slow window's end, the window's moments) over the process group,
-// and applies this op's update on every rank alike.
+// pooled over the chains of several processes runs each transition with the sample op, sums the
+// chains' acceptance terms (and, at a slow window's end, the window's moments) over the process
+// group, and applies this op's update on every rank alike.
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -21,11 +21,12 @@ namespace {
 using OptionalTensor = std::optional<at::Tensor>;
 
 void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging,
-                   const at::Tensor& inv_mass, const at::Tensor& accept_stat,
+                   const at::Tensor& inv_mass, const at::Tensor& acceptance_terms,
                    const OptionalTensor& variance, double variance_draws, int64_t iteration,
                    int64_t num_warmup, at::IntArrayRef windows, double target_accept,
                    bool adapt_step_size, bool adapt_mass_matrix, const OptionalTensor& chees,
-                   const OptionalTensor& chees_sums, int64_t max_leapfrog_steps) {
+                   const OptionalTensor& chees_sums, int64_t max_leapfrog_steps,
+                   bool harmonic_acceptance) {
   const bool dense = inv_mass.dim() == 3;  // [1, d, d]: a dense mass's Cholesky factor
   FHMC_CHECK_VALUE((inv_mass.dim() == 2 || dense) && inv_mass.size(0) == 1 &&
                        inv_mass.size(1) >= 1 && (!dense || inv_mass.size(2) == inv_mass.size(1)),
@@ -40,7 +41,7 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
   // check_chain_buffer's device, dtype, shape and layout checks, against inv_mass as the state.
   check_chain_buffer(inv_mass, step_size, "step_size", {1}, at::kDouble);
   check_chain_buffer(inv_mass, dual_averaging, "dual_averaging", {1, 3}, at::kDouble);
-  check_chain_buffer(inv_mass, accept_stat, "accept_stat", {1}, at::kDouble);
+  check_chain_buffer(inv_mass, acceptance_terms, "acceptance_terms", {2}, at::kDouble);
   if (variance) {
     check_chain_buffer(inv_mass, *variance, dense ? "variance (dense: the pooled covariance)"
                                                   : "variance", dense ? std::vector<int64_t>{dim, dim}
@@ -74,7 +75,8 @@ void pooled_update(const at::Tensor& step_size, const at::Tensor& dual_averaging
     p.step_size = step_size.data_ptr<double>();
     p.dual_averaging = reinterpret_cast<DualAveraging*>(dual_averaging.data_ptr<double>());
     p.inv_mass = inv_mass.data_ptr<scalar_t>();
-    p.accept_stat = accept_stat.data_ptr<double>();
+    p.acceptance_terms = acceptance_terms.data_ptr<double>();
+    p.harmonic_acceptance = harmonic_acceptance;
     p.variance = variance && !dense ? variance->data_ptr<double>() : nullptr;
     p.variance_draws = variance_draws;
     p.dim = dim;

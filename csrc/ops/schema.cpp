@@ -115,9 +115,11 @@ TORCH_LIBRARY(fused_hmc, m) {
   // One pooled warm-up update after warm-up iteration `iteration` from statistics of every chain
   // reduced by the caller (the chains of several processes; math/adaptation/warmup_update.h): the
   // step size [1] float64 by dual averaging (state dual_averaging [1, 3]) toward target_accept with
-  // the chains' mean acceptance statistic accept_stat [1] float64, as the warmup op's pooled warm-up
-  // updates it (when adapt_step_size); then, when variance [d] float64 is given (the pooled
-  // variance of a slow window's variance_draws draws), inv_mass [1, d] (float32/float64) =
+  // the statistic of acceptance_terms [2] float64, the sums over every chain of math/adaptation/
+  // pooled_acceptance.h's terms (x, w): the chains' mean acceptance, or with harmonic_acceptance
+  // their harmonic mean, as the warmup op's pooled warm-up updates it (when adapt_step_size);
+  // then, when variance [d] float64 is given (the pooled variance of a slow window's
+  // variance_draws draws), inv_mass [1, d] (float32/float64) =
   // Stan's regularised variance, keeping a coordinate whose estimate is not finite and positive;
   // for a dense inv_mass [1, d, d] (CPU tensors only), variance [d, d] is the pooled covariance
   // (math/hmc/dense_mass.h's pooled_dense_covariance), regularised and factorised into inv_mass
@@ -129,10 +131,10 @@ TORCH_LIBRARY(fused_hmc, m) {
   // as the warmup op's pooled warm-up orders them. Every tensor on one device; in place, no host sync.
   m.def(
       "pooled_update(Tensor(a!) step_size, Tensor(b!) dual_averaging, Tensor(c!) inv_mass, "
-      "Tensor accept_stat, Tensor? variance, float variance_draws, int iteration, "
+      "Tensor acceptance_terms, Tensor? variance, float variance_draws, int iteration, "
       "int num_warmup, int[] windows, float target_accept, bool adapt_step_size, "
       "bool adapt_mass_matrix, Tensor(d!)? chees=None, Tensor? chees_sums=None, "
-      "int max_leapfrog_steps=1000) -> ()");
+      "int max_leapfrog_steps=1000, bool harmonic_acceptance=False) -> ()");
 }
 
 // No gradient flows through the ops (inputs that require grad are refused): autograd passes them

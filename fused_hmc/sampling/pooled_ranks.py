@@ -67,15 +67,6 @@ def acceptance_terms(transition: dict, harmonic: bool) -> torch.Tensor:
     return torch.stack([torch.where(kept, a.reciprocal(), 0.0).sum(), kept.sum().to(a.dtype)])
 
 
-def pooled_acceptance(x: torch.Tensor, w: torch.Tensor, harmonic: bool) -> torch.Tensor:
-    """The pooled statistic from every chain's summed terms (pooled_acceptance.h's, on the
-    device: no host sync)."""
-    if not harmonic:
-        return x / w
-    h = w / x
-    return torch.where((h >= 0) & (h <= 1), h, torch.zeros_like(h))
-
-
 class RankPooledWarmup:
     """The warm-up transitions of a ChainKernel (`kernel`, G = 1) pooled over `group`'s ranks."""
 
@@ -136,7 +127,6 @@ class RankPooledWarmup:
                 local.append(self._chees.column_sums())
             parts = g.gather_on_device(torch.cat(local))
             terms = parts[:, :2].sum(0)
-            accept_stat = pooled_acceptance(terms[0], terms[1], harmonic).reshape(1)
             chees = {}
             if self._chees is not None:
                 sums = self._chees.sums(parts[:, 3:].sum(0), g, k.state.chees[0])
@@ -152,9 +142,9 @@ class RankPooledWarmup:
                 before = k.state.inverse_mass.clone() if self._dense and variance is not None \
                     else None
                 ops.pooled_update(k.state.step_size, k.state.dual_averaging, k.state.inverse_mass,
-                                  accept_stat, variance, draws, i, s.num_warmup, s.windows,
+                                  terms, variance, draws, i, s.num_warmup, s.windows,
                                   s.target_accept, s.adapt_step_size, s.adapt_mass_matrix,
-                                  **chees)
+                                  harmonic_acceptance=harmonic, **chees)
                 if before is not None:
                     k.count_kept_masses(before)
                 if variance is not None and self._chees is not None:  # a slow window's end

@@ -164,7 +164,8 @@ def test_the_trajectory_record_matches_the_oracle_and_feeds_the_same_update(inv_
 
     step, averaging = torch.tensor([eps], **f64), torch.zeros(1, 3, **f64)
     sums = record.sums(record.column_sums(), _OneRank, chees[0])
-    ops.pooled_update(step, averaging, m_inv.clone(), buffers["accept_prob_sum"].mean(0, True),
+    a = buffers["accept_prob_sum"]
+    ops.pooled_update(step, averaging, m_inv.clone(), torch.stack([a.sum(), a.new_tensor(a.numel())]),
                       None, 0.0, 0, 1, [], 0.651, True, False, chees=chees, chees_sums=sums,
                       max_leapfrog_steps=cap)
 

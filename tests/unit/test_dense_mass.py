@@ -393,7 +393,7 @@ def test_pooled_update_factorises_a_pooled_covariance():
     f64 = dict(dtype=torch.float64)
     factor = torch.eye(d, **f64)[None].contiguous()
     fused_hmc.ops.pooled_update(torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64), factor,
-                                torch.full((1,), 0.7, **f64), cov, 40.0, 9, 40, [5, 5, 5], 0.8,
+                                torch.tensor([0.7, 1.0], **f64), cov, 40.0, 9, 40, [5, 5, 5], 0.8,
                                 False, True)
     w = 40.0 / 45.0
     expected = torch.linalg.cholesky(w * cov + 1e-3 * (1 - w) * torch.eye(d, **f64))
@@ -401,5 +401,5 @@ def test_pooled_update_factorises_a_pooled_covariance():
     with pytest.raises(ValueError, match=r"variance \(dense: the pooled covariance\) must have "
                                          r"shape \[4, 4\]"):
         fused_hmc.ops.pooled_update(torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),
-                                    factor, torch.full((1,), 0.7, **f64), torch.ones(d, **f64),
+                                    factor, torch.tensor([0.7, 1.0], **f64), torch.ones(d, **f64),
                                     40.0, 9, 40, [5, 5, 5], 0.8, False, True)

@@ -138,20 +138,20 @@ def _warmup(device, dtype):
 
 def _pooled_update(device, dtype):
     """A step-size update mid-warm-up, one at a slow window's end with the variance, one with
-    ChEES's, and on the CPU one of a dense mass's factor from a pooled covariance."""
+    ChEES's on the harmonic mean, and on the CPU one of a dense mass's factor from a pooled covariance."""
     f64 = dict(device=device, **_F64)
     state = lambda: (torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),  # noqa: E731
                      torch.full((1, D), 0.8, dtype=dtype, device=device))
-    return [((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 0, 40, [5, 5, 5], 0.8, True,
+    terms = lambda: torch.tensor([0.7, 1.0], **f64)  # noqa: E731 - one chain's (x, w)
+    return [((*state(), terms(), None, 0.0, 0, 40, [5, 5, 5], 0.8, True, True), {}),
+            ((*state(), terms(), torch.full((D,), 2.0, **f64), 35.0, 9, 40, [5, 5, 5], 0.8, True,
               True), {}),
-            ((*state(), torch.full((1,), 0.7, **f64), torch.full((D,), 2.0, **f64), 35.0, 9, 40,
-              [5, 5, 5], 0.8, True, True), {}),
-            ((*state(), torch.full((1,), 0.7, **f64), None, 0.0, 3, 40, [5, 5, 5], 0.651, True,
-              True), dict(chees=_chees_state(device),
-                          chees_sums=torch.tensor([0.4, 3.5], **f64), max_leapfrog_steps=20)),
+            ((*state(), torch.tensor([1.5, 1.0], **f64), None, 0.0, 3, 40, [5, 5, 5], 0.651, True,
+              True), dict(chees=_chees_state(device), chees_sums=torch.tensor([0.4, 3.5], **f64),
+                          max_leapfrog_steps=20, harmonic_acceptance=True)),
             *([((torch.full((1,), 0.3, **f64), torch.zeros(1, 3, **f64),
                  torch.eye(D, dtype=dtype, device=device)[None].contiguous(),
-                 torch.full((1,), 0.7, **f64), 2.0 * torch.eye(D, **f64), 35.0, 9, 40,
+                 terms(), 2.0 * torch.eye(D, **f64), 35.0, 9, 40,
                  [5, 5, 5], 0.8, True, True), {})] if device == "cpu" else [])]
 
 

@@ -23,8 +23,9 @@ def _state(device, dtype=torch.float64, dim=3):
             torch.full((1, dim), 0.8, dtype=dtype, device=device))
 
 
-def _stat(value, device):
-    return torch.full((1,), value, dtype=torch.float64, device=device)
+def _terms(value, device, chains=1.0):
+    """The mean's summed terms (x, w) of `chains` chains that each accepted with `value`."""
+    return torch.tensor([value * chains, chains], dtype=torch.float64, device=device)
 
 
 @pytest.mark.parametrize("adapt_mass_matrix", [True, False])
@@ -42,7 +43,7 @@ def test_step_size_follows_stan_through_the_windows(device, adapt_mass_matrix):
     stan = StanStepSize(TARGET, 0.3)
     stats = [0.5 + 0.45 * math.sin(i) for i in range(NUM_WARMUP)]
     for i, a in enumerate(stats):
-        ops.pooled_update(step, averaging, inv_mass, _stat(a, device), None, 0.0, i, NUM_WARMUP,
+        ops.pooled_update(step, averaging, inv_mass, _terms(a, device), None, 0.0, i, NUM_WARMUP,
                           WINDOWS, TARGET, True, adapt_mass_matrix)
         expected = stan.learn(a) if i < NUM_WARMUP - 1 else (stan.learn(a), math.exp(stan.x_bar))[1]
         assert step.item() == pytest.approx(expected, rel=1e-12), i
@@ -51,12 +52,33 @@ def test_step_size_follows_stan_through_the_windows(device, adapt_mass_matrix):
     assert torch.equal(inv_mass, torch.full_like(inv_mass, 0.8))  # no variance: mass untouched
 
 
+@pytest.mark.parametrize("x, w, statistic", [
+    (7 / 0.7, 7.0, 0.7),   # seven chains' harmonic mean 0.7 (x = sum of 1 / a)
+    (5.0, 0.0, 0.0),       # every chain divergent: no weight
+    (float("inf"), 4.0, 0.0),  # a chain that accepted with probability 0
+    (2.0, 3.0, 0.0),       # w / x above 1: not a mean of probabilities
+])
+def test_harmonic_acceptance_takes_w_over_x(device, x, w, statistic):
+    """With harmonic_acceptance the statistic is W / X, or 0 where that is not in [0, 1]
+    (pooled_acceptance.h); the mean's terms (a, 1) give a."""
+    stan = StanStepSize(TARGET, 0.3)
+    step, averaging, inv_mass = _state(device)
+    terms = torch.tensor([x, w], dtype=torch.float64, device=device)
+    ops.pooled_update(step, averaging, inv_mass, terms, None, 0.0, 0, NUM_WARMUP, WINDOWS, TARGET,
+                      True, True, harmonic_acceptance=True)
+    assert step.item() == pytest.approx(stan.learn(statistic), rel=1e-12)
+    mean_step = _state(device)
+    ops.pooled_update(*mean_step, _terms(statistic, device, 7.0), None, 0.0, 0, NUM_WARMUP,
+                      WINDOWS, TARGET, True, True)
+    assert mean_step[0].item() == pytest.approx(step.item(), rel=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_inverse_mass_is_stans_regularised_variance(device, dtype):
     step, averaging, inv_mass = _state(device, dtype)
     variance = torch.tensor([2.0, 0.0, float("nan")], dtype=torch.float64, device=device)
     n = 35.0
-    ops.pooled_update(step, averaging, inv_mass, _stat(0.8, device), variance, n, 9, NUM_WARMUP,
+    ops.pooled_update(step, averaging, inv_mass, _terms(0.8, device), variance, n, 9, NUM_WARMUP,
                       WINDOWS, TARGET, False, True)
     regularised = lambda v: (n / (n + 5)) * v + 1e-3 * (5 / (n + 5))  # noqa: E731
     expected = torch.tensor([regularised(2.0), regularised(0.0), 0.8], dtype=dtype)
@@ -69,8 +91,8 @@ def test_inverse_mass_is_stans_regularised_variance(device, dtype):
     (dict(step_size=torch.ones(2, dtype=torch.float64)), ValueError,
      r"step_size must have shape \[1\]"),
     (dict(dual_averaging=torch.zeros(1, 3)), TypeError, r"dual_averaging must be Double"),
-    (dict(accept_stat=torch.ones(1, 2, dtype=torch.float64)), ValueError,
-     r"accept_stat must have shape \[1\]"),
+    (dict(acceptance_terms=torch.ones(1, dtype=torch.float64)), ValueError,
+     r"acceptance_terms must have shape \[2\]"),
     (dict(variance=torch.ones(4, dtype=torch.float64)), ValueError,
      r"variance must have shape \[3\]"),
     (dict(variance=torch.ones(3, dtype=torch.float64), variance_draws=1.0), ValueError,
@@ -93,7 +115,7 @@ def test_inverse_mass_is_stans_regularised_variance(device, dtype):
 def test_bad_arguments_are_named(change, exc, pattern):
     step, averaging, inv_mass = _state("cpu")
     args = dict(step_size=step, dual_averaging=averaging, inv_mass=inv_mass,
-                accept_stat=_stat(0.7, "cpu"), variance=None, variance_draws=0.0, iteration=3,
+                acceptance_terms=_terms(0.7, "cpu"), variance=None, variance_draws=0.0, iteration=3,
                 num_warmup=NUM_WARMUP, windows=WINDOWS, target_accept=TARGET,
                 adapt_step_size=True, adapt_mass_matrix=True)
     before = [t.clone() for t in (step, averaging, inv_mass)]

@@ -1,6 +1,7 @@
 // The acceptance statistic of a pooled warm-up's dual averaging: one number for all chains, from
 // each chain's acceptance probability a = min(1, exp(log_alpha)) at the transition, in one place
-// for the CPU chains, the CUDA pooled kernel and (in Python) the pooled warm-up over processes.
+// for the CPU chains, the CUDA pooled kernel and the pooled_update op (the pooled warm-up over
+// processes, whose ranks sum the terms in Python: sampling/pooled_ranks.acceptance_terms).
 //
 // Each chain adds two terms (x, w); the statistic is a function of their sums over the chains,
 // taken in chunk_sum.h's pairwise order over the chain index:

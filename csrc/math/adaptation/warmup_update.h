@@ -9,6 +9,7 @@
 #include "../hmc/mass_matrix.h"
 #include "adaptation_windows.h"
 #include "dual_averaging.h"
+#include "pooled_acceptance.h"
 #include "trajectory_adaptation.h"
 
 namespace fused_hmc {
@@ -47,20 +48,21 @@ FHMC_HD double warmup_step_size_update(DualAveraging& averaging, const WarmupWin
   return step_size;
 }
 
-// One pooled update from statistics of every chain (the pooled_update op): the mean acceptance
-// statistic of iteration i, ChEES's weighted gradient and weight sums, and at the end of a slow
-// window the pooled variance of its draws.
+// One pooled update from statistics of every chain (the pooled_update op): the sums of the
+// chains' acceptance terms at iteration i (pooled_acceptance.h), ChEES's weighted gradient and
+// weight sums, and at the end of a slow window the pooled variance of its draws.
 template <typename scalar_t>
 struct PooledUpdateParams {
-  double* step_size;              // [1]
-  DualAveraging* dual_averaging;  // [1]
-  scalar_t* inv_mass;             // [dim]
-  const double* accept_stat;      // [1]
-  const double* variance;         // [dim], or null: no inverse-mass update
-  double variance_draws;          // the draws behind `variance` (Stan's regularisation)
-  ChEESState* chees;              // or null: no trajectory-length update
-  const double* chees_sums;       // [2]: sum of omega g, sum of omega (trajectory_adaptation.h)
-  int max_leapfrog_steps;         // ChEES's cap
+  double* step_size;                // [1]
+  DualAveraging* dual_averaging;    // [1]
+  scalar_t* inv_mass;               // [dim]
+  const double* acceptance_terms;   // [2]: the chains' summed terms (x, w) (pooled_acceptance.h)
+  bool harmonic_acceptance;         // the statistic the terms form: the harmonic mean, or the mean
+  const double* variance;           // [dim], or null: no inverse-mass update
+  double variance_draws;            // the draws behind `variance` (Stan's regularisation)
+  ChEESState* chees;                // or null: no trajectory-length update
+  const double* chees_sums;         // [2]: sum of omega g, sum of omega (trajectory_adaptation.h)
+  int max_leapfrog_steps;           // ChEES's cap
   int64_t dim;
   WarmupWindows windows;
   int64_t iteration;
@@ -75,9 +77,11 @@ template <typename scalar_t>
 FHMC_HD void apply_pooled_update(const PooledUpdateParams<scalar_t>& p, bool owner, int64_t j0,
                                  int64_t stride) {
   if (owner && p.adapt_step_size) {
-    *p.step_size =
-        warmup_step_size_update(*p.dual_averaging, p.windows, p.iteration, p.adapt_mass_matrix,
-                                false, *p.accept_stat, p.target_accept, *p.step_size);
+    const double statistic = pooled_acceptance(p.acceptance_terms[0], p.acceptance_terms[1],
+                                               p.harmonic_acceptance);
+    *p.step_size = warmup_step_size_update(*p.dual_averaging, p.windows, p.iteration,
+                                           p.adapt_mass_matrix, false, statistic, p.target_accept,
+                                           *p.step_size);
   }
   if (owner && p.chees != nullptr) {
     chees_update(*p.chees, p.chees_sums[0], p.chees_sums[1], *p.step_size, p.max_leapfrog_steps);
