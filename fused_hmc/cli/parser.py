@@ -7,6 +7,7 @@ import math
 
 from .. import __version__, targets
 from .._limits import STAN_WINDOWS
+from ..sampling.warmup import HARMONIC_WINDOWS
 from . import bench, sample, validate
 from .flag_types import (CPP_SUFFIXES, integer, lanes, model_kind, parameter_list, real,
                          target_kind)
@@ -136,10 +137,12 @@ def _add_sample_parser(sub) -> None:
               "from the chain's stream, at most --max-leapfrog-steps")
     flag("--max-leapfrog-steps", type=integer(1, 2**31 - 1), default=1000,
          help="the most leapfrog steps a transition runs with --adapt-trajectory-length")
-    flag("--adapt-windows", type=integer(0), nargs=3, default=list(STAN_WINDOWS),
+    flag("--adapt-windows", type=integer(0), nargs=3, default=None,
          metavar=("INIT", "BASE", "TERM"),
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
-              "fast interval (Stan's; scaled to 15%% / 75%% / 10%% when they do not fit)")
+              "fast interval, scaled to 15%% / 75%% / 10%% when they do not fit (default: "
+              f"Stan's {' '.join(map(str, STAN_WINDOWS))}; {' '.join(map(str, HARMONIC_WINDOWS))} "
+              "for a pooled step size on the harmonic mean, --adapt-trajectory-length's default)")
     flag("--superchains", type=integer(2), default=None, metavar="K",
          help="run the chains as K superchains of --chains / K chains each, every chain of a "
               "superchain started from one point (its first chain's start), and report their "

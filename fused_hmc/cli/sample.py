@@ -20,7 +20,8 @@ def sampler_options(args: argparse.Namespace, target) -> dict:
                 target_accept=args.target_accept, adapt_step_size=args.adapt_step_size,
                 adapt_mass_matrix=args.adapt_mass_matrix, pooled=args.pooled,
                 jitter=args.jitter, mass_matrix=args.mass_matrix,
-                mass_estimator=args.mass_estimator, pooled_acceptance=args.pooled_acceptance, adapt_windows=tuple(args.adapt_windows),
+                mass_estimator=args.mass_estimator, pooled_acceptance=args.pooled_acceptance,
+                adapt_windows=None if args.adapt_windows is None else tuple(args.adapt_windows),
                 superchains=args.superchains,
                 adapt_trajectory_length=args.adapt_trajectory_length,
                 max_leapfrog_steps=args.max_leapfrog_steps)

@@ -47,7 +47,7 @@ class SamplerOptions:
     jitter: float = 0.0
     inverse_mass: torch.Tensor | None = None
     mass_matrix: str = "diagonal"
-    adapt_windows: tuple[int, int, int] = STAN_WINDOWS
+    adapt_windows: tuple[int, int, int] | None = None
     out: object = None
     checkpoint: object = None
     checkpoint_every: float = 60.0

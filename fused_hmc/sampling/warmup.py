@@ -45,7 +45,8 @@ with the chains' harmonic mean acceptance instead, divergent transitions left ou
 paper's statistic, BlackJAX's; csrc/math/adaptation/pooled_acceptance.h): the chains that accept
 least set the step size, so no region of the target keeps chains stuck (docs/FAR_STARTS.md), at
 a smaller step size, and the chains' average acceptance lies above the target (0.83 to 0.998 for
-0.651 on the library models). On the mean, ChEES stranded 207 of 4,096 chains on the funnel and
+0.651 on the library models). Its terminal fast interval is 300 iterations by default
+(HARMONIC_WINDOWS below), since its statistic jumps with the chain that accepts least. On the mean, ChEES stranded 207 of 4,096 chains on the funnel and
 left the hybrid Rosenbrock at R-hat 1.53 (means 0.30 and 4.5 against 1 and 11); on the harmonic
 mean none, and R-hat 1.004. Per chain stays the default, as in Stan, NumPyro and BlackJAX: the
 chains' different step sizes also spread their trajectory lengths, which on Gaussian targets
@@ -116,6 +117,15 @@ TARGET_ACCEPT = 0.8  # Stan's adapt_delta, NumPyro's target_accept_prob
 CHEES_TARGET_ACCEPT = 0.651  # the ChEES paper's (and BlackJAX's) default
 MASS_ESTIMATORS = ("draws", "gradients")
 POOLED_ACCEPTANCE = ("mean", "harmonic")
+# A pooled step size on the harmonic mean (ChEES's default) gets a terminal fast interval of 300:
+# the statistic is set by the chains that accept least, so it jumps from transition to transition,
+# and 50 iterations of dual averaging after the restart at 10x the step size left exp(x_bar) low
+# and seed-dependent. On the CPU (benchmarks/probes/harmonic_terminal.py, Stan's starts, ChEES)
+# eight schools' step size went from 0.19-0.23 to 0.23-0.24 over six seeds and its ESS per
+# sampling gradient up 15%, BlackJAX's step size; logistic regression's acceptance from 0.84 to
+# 0.78 for 0.651. The slow windows keep 625 of 1,000 iterations, ample for a mass pooled over
+# thousands of chains.
+HARMONIC_WINDOWS = (STAN_WINDOWS[0], STAN_WINDOWS[1], 300)
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,8 @@ class WarmupSettings:
     0.651 with adapt_trajectory_length, else 0.8); adapt_step_size, adapt_mass_matrix: what to
     adapt; pooled: one step size and one inverse mass for all chains (from all chains'
     statistics) instead of one per chain (None: True with adapt_trajectory_length, else False);
-    windows: (init_buffer, base_window, term_buffer), Stan's (75, 25, 50);
+    windows: (init_buffer, base_window, term_buffer) (None: Stan's (75, 25, 50), or
+    HARMONIC_WINDOWS for a pooled step size on the harmonic mean, ChEES's default);
     adapt_trajectory_length: ChEES adapts one trajectory length for all chains (needs
     num_warmup > 0); with pooled=False each chain still adapts its own step size and inverse
     mass, in lock step with the others (the CPU only); mass_estimator: "draws" (Stan's: the window draws'
@@ -140,7 +151,7 @@ class WarmupSettings:
     adapt_step_size: bool = True
     adapt_mass_matrix: bool = True
     pooled: bool | None = None
-    windows: tuple[int, int, int] = STAN_WINDOWS
+    windows: tuple[int, int, int] | None = None
     adapt_trajectory_length: bool = False
     mass_estimator: str = "draws"
     pooled_acceptance: str | None = None
@@ -167,6 +178,14 @@ class WarmupSettings:
         for name in ("adapt_step_size", "adapt_mass_matrix", "pooled"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.pooled_acceptance is None:
+            object.__setattr__(self, "pooled_acceptance", "harmonic" if chees else "mean")
+        if self.pooled_acceptance not in POOLED_ACCEPTANCE:
+            raise ValueError(f"pooled_acceptance must be one of {POOLED_ACCEPTANCE}, got "
+                             f"{self.pooled_acceptance!r}")
+        if self.windows is None:
+            harmonic = self.pooled and self.pooled_acceptance == "harmonic"
+            object.__setattr__(self, "windows", HARMONIC_WINDOWS if harmonic else STAN_WINDOWS)
         w = self.windows
         if (not isinstance(w, (tuple, list)) or len(w) != 3
                 or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in w)
@@ -179,11 +198,6 @@ class WarmupSettings:
         if self.mass_estimator not in MASS_ESTIMATORS:
             raise ValueError(f"mass_estimator must be one of {MASS_ESTIMATORS}, got "
                              f"{self.mass_estimator!r}")
-        if self.pooled_acceptance is None:
-            object.__setattr__(self, "pooled_acceptance", "harmonic" if chees else "mean")
-        if self.pooled_acceptance not in POOLED_ACCEPTANCE:
-            raise ValueError(f"pooled_acceptance must be one of {POOLED_ACCEPTANCE}, got "
-                             f"{self.pooled_acceptance!r}")
         object.__setattr__(self, "num_warmup", int(n))
         object.__setattr__(self, "target_accept", float(a))
         object.__setattr__(self, "windows", tuple(int(v) for v in w))

@@ -18,7 +18,7 @@ API = [("step_size", 0.1), ("num_leapfrog_steps", 10), ("mu", None), ("thin", 1)
        ("chunk_size", None), ("chain_offset", 0), ("first_transition", 0), ("num_warmup", 0),
        ("target", None), ("target_accept", None), ("adapt_step_size", True),
        ("adapt_mass_matrix", True), ("pooled", None), ("jitter", 0.0), ("inverse_mass", None),
-       ("mass_matrix", "diagonal"), ("adapt_windows", (75, 25, 50)), ("out", None), ("checkpoint", None),
+       ("mass_matrix", "diagonal"), ("adapt_windows", None), ("out", None), ("checkpoint", None),
        ("checkpoint_every", 60.0), ("superchains", None), ("process_group", None),
        ("adapt_trajectory_length", False), ("max_leapfrog_steps", 1000),
        ("trajectory_length", None), ("mass_estimator", "draws"), ("pooled_acceptance", None)]

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import fused_hmc
-from fused_hmc.sampling.warmup import WarmupSettings
+from fused_hmc._limits import STAN_WINDOWS
+from fused_hmc.sampling.warmup import HARMONIC_WINDOWS, WarmupSettings
 from fused_hmc.targets import DiagonalGaussian
 
 from ._helpers import run_op
@@ -188,6 +189,26 @@ def _q0(chains=6, dim=3, dtype=torch.float64, key=0):
 def test_warmup_follows_stan(pooled, device):
     """Step size after every iteration, inverse mass at every window end (and nowhere else)."""
     replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
+
+
+@pytest.mark.parametrize("options, windows", [
+    (dict(adapt_trajectory_length=True), HARMONIC_WINDOWS),  # ChEES: pooled, on the harmonic mean
+    (dict(pooled=True, pooled_acceptance="harmonic"), HARMONIC_WINDOWS),
+    (dict(adapt_trajectory_length=True, pooled_acceptance="mean"), STAN_WINDOWS),
+    (dict(adapt_trajectory_length=True, pooled=False), STAN_WINDOWS),  # per-chain step sizes
+    (dict(pooled=True), STAN_WINDOWS),
+    (dict(), STAN_WINDOWS),
+    (dict(adapt_trajectory_length=True, windows=(10, 20, 30)), (10, 20, 30)),  # given: kept
+])
+def test_default_windows_follow_the_pooled_statistic(options, windows):
+    """windows=None resolves to Stan's, or to a 300-iteration terminal interval for a pooled step
+    size on the harmonic mean; the sampler's settings carry the resolved windows (saved with a
+    result or a checkpoint, so a resume keeps them)."""
+    assert WarmupSettings(1000, **options).windows == windows
+    sampler_options = {"adapt_windows" if k == "windows" else k: v for k, v in options.items()}
+    sampler = fused_hmc.Sampler(torch.zeros(4, 2), num_warmup=1000, **sampler_options)
+    assert sampler.warmup.windows == windows
+    assert HARMONIC_WINDOWS == (75, 25, 300) and STAN_WINDOWS == (75, 25, 50)
 
 
 def _replay_harmonic(device, chees: bool) -> list[int]:
