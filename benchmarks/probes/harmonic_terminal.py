@@ -19,9 +19,9 @@ Measured on the 2-core development machine (eps / accept / ESS per 1,000 samplin
     logistic regression, 256 chains, seeds 2, 3
       term  50: eps 0.592 0.599, accept 0.839 0.837, ESS 148.8 161.8
       term 300: eps 0.677 0.700, accept 0.782 0.769, ESS 156.3 167.5
-    diamonds (QR form), 128 chains, seed 2
-      term  50: eps 0.649, accept 0.817, ESS 124.7
-      term 300: eps 0.698, accept 0.782, ESS 120.5
+    diamonds (QR form), 128 chains, seeds 2, 3
+      term  50: eps 0.649 0.597, accept 0.817 0.846, ESS 124.7 140.1
+      term 300: eps 0.698 0.689, accept 0.782 0.790, ESS 120.5 132.4 (4% below)
     funnel, 1024 chains, seeds 2, 3 (stuck: chains with no accepted sampling transition)
       term  50: eps 0.0050 0.0046, stuck 0 1
       term 300: eps 0.0063 0.0091, stuck 0 2
