@@ -142,7 +142,8 @@ def _add_sample_parser(sub) -> None:
          help="warm-up windows: initial fast interval, first slow window (then doubling), final "
               "fast interval, scaled to 15%% / 75%% / 10%% when they do not fit (default: "
               f"Stan's {' '.join(map(str, STAN_WINDOWS))}; {' '.join(map(str, HARMONIC_WINDOWS))} "
-              "for a pooled step size on the harmonic mean, --adapt-trajectory-length's default)")
+              "for a pooled step size on the harmonic mean, --adapt-trajectory-length's default, "
+              "from --warmup 400 on)")
     flag("--superchains", type=integer(2), default=None, metavar="K",
          help="run the chains as K superchains of --chains / K chains each, every chain of a "
               "superchain started from one point (its first chain's start), and report their "

@@ -130,8 +130,9 @@ class Sampler:
             interval, first slow window (then doubling), terminal fast interval; scaled to
             15% / 75% / 10% when they do not fit in num_warmup (the terminal interval at least 25
             where that fits). None (default): Stan's (75, 25, 50), or (75, 25, 300) for a pooled
-            step size on the harmonic mean, ChEES's default, whose noisier statistic needs the
-            longer terminal interval (:mod:`fused_hmc.sampling.warmup`).
+            step size on the harmonic mean (ChEES's default) when num_warmup >= 400: its
+            noisier statistic needs the longer terminal interval
+            (:mod:`fused_hmc.sampling.warmup`).
         out: a path (a new zarr store, a directory) to stream the kept draws to as they come,
             instead of keeping them in memory (see :mod:`fused_hmc.sampling.streaming`): only a few
             chunk buffers stay resident, so a run may keep more draws than memory holds. Results

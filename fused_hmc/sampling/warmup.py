@@ -124,7 +124,9 @@ POOLED_ACCEPTANCE = ("mean", "harmonic")
 # eight schools' step size went from 0.19-0.23 to 0.23-0.24 over six seeds and its ESS per
 # sampling gradient up 15%, BlackJAX's step size; logistic regression's acceptance from 0.84 to
 # 0.78 for 0.651 (ESS per gradient +4%; diamonds' -4%). The slow windows keep 625 of 1,000
-# iterations, ample for a mass pooled over thousands of chains.
+# iterations, ample for a mass pooled over thousands of chains. A warm-up too short for the three
+# (under 400) keeps Stan's: scaled, they would cut the initial fast interval, the per-chain first
+# phase that far starts need (far_starts.py), from 75 iterations to 15%.
 HARMONIC_WINDOWS = (STAN_WINDOWS[0], STAN_WINDOWS[1], 300)
 
 
@@ -135,7 +137,8 @@ class WarmupSettings:
     adapt; pooled: one step size and one inverse mass for all chains (from all chains'
     statistics) instead of one per chain (None: True with adapt_trajectory_length, else False);
     windows: (init_buffer, base_window, term_buffer) (None: Stan's (75, 25, 50), or
-    HARMONIC_WINDOWS for a pooled step size on the harmonic mean, ChEES's default);
+    HARMONIC_WINDOWS for a pooled step size on the harmonic mean, ChEES's default, from 400
+    warm-up iterations on);
     adapt_trajectory_length: ChEES adapts one trajectory length for all chains (needs
     num_warmup > 0); with pooled=False each chain still adapts its own step size and inverse
     mass, in lock step with the others (the CPU only); mass_estimator: "draws" (Stan's: the window draws'
@@ -184,7 +187,8 @@ class WarmupSettings:
             raise ValueError(f"pooled_acceptance must be one of {POOLED_ACCEPTANCE}, got "
                              f"{self.pooled_acceptance!r}")
         if self.windows is None:
-            harmonic = self.pooled and self.pooled_acceptance == "harmonic"
+            harmonic = (self.pooled and self.pooled_acceptance == "harmonic"
+                        and n >= sum(HARMONIC_WINDOWS))
             object.__setattr__(self, "windows", HARMONIC_WINDOWS if harmonic else STAN_WINDOWS)
         w = self.windows
         if (not isinstance(w, (tuple, list)) or len(w) != 3

@@ -191,22 +191,23 @@ def test_warmup_follows_stan(pooled, device):
     replay(_diagonal(), _q0().to(device), settings=WarmupSettings(200, pooled=pooled))
 
 
-@pytest.mark.parametrize("options, windows", [
-    (dict(adapt_trajectory_length=True), HARMONIC_WINDOWS),  # ChEES: pooled, on the harmonic mean
-    (dict(pooled=True, pooled_acceptance="harmonic"), HARMONIC_WINDOWS),
-    (dict(adapt_trajectory_length=True, pooled_acceptance="mean"), STAN_WINDOWS),
-    (dict(adapt_trajectory_length=True, pooled=False), STAN_WINDOWS),  # per-chain step sizes
-    (dict(pooled=True), STAN_WINDOWS),
-    (dict(), STAN_WINDOWS),
-    (dict(adapt_trajectory_length=True, windows=(10, 20, 30)), (10, 20, 30)),  # given: kept
+@pytest.mark.parametrize("num_warmup, options, windows", [
+    (1000, dict(adapt_trajectory_length=True), HARMONIC_WINDOWS),  # ChEES: pooled, harmonic mean
+    (400, dict(pooled=True, pooled_acceptance="harmonic"), HARMONIC_WINDOWS),
+    (399, dict(adapt_trajectory_length=True), STAN_WINDOWS),  # too short: Stan's first phase kept
+    (1000, dict(adapt_trajectory_length=True, pooled_acceptance="mean"), STAN_WINDOWS),
+    (1000, dict(adapt_trajectory_length=True, pooled=False), STAN_WINDOWS),  # per-chain steps
+    (1000, dict(pooled=True), STAN_WINDOWS),
+    (1000, dict(), STAN_WINDOWS),
+    (1000, dict(adapt_trajectory_length=True, windows=(10, 20, 30)), (10, 20, 30)),  # given: kept
 ])
-def test_default_windows_follow_the_pooled_statistic(options, windows):
+def test_default_windows_follow_the_pooled_statistic(num_warmup, options, windows):
     """windows=None resolves to Stan's, or to a 300-iteration terminal interval for a pooled step
-    size on the harmonic mean; the sampler's settings carry the resolved windows (saved with a
-    result or a checkpoint, so a resume keeps them)."""
-    assert WarmupSettings(1000, **options).windows == windows
+    size on the harmonic mean when the three fit; the sampler's settings carry the resolved
+    windows (saved with a result or a checkpoint, so a resume keeps them)."""
+    assert WarmupSettings(num_warmup, **options).windows == windows
     sampler_options = {"adapt_windows" if k == "windows" else k: v for k, v in options.items()}
-    sampler = fused_hmc.Sampler(torch.zeros(4, 2), num_warmup=1000, **sampler_options)
+    sampler = fused_hmc.Sampler(torch.zeros(4, 2), num_warmup=num_warmup, **sampler_options)
     assert sampler.warmup.windows == windows
     assert HARMONIC_WINDOWS == (75, 25, 300) and STAN_WINDOWS == (75, 25, 50)
 
